@@ -1,0 +1,519 @@
+/* Kiln: a C11 library for deep learning.
+ *
+ * Build tensor graphs, differentiate them into more graph, compile and run
+ * them on the CPU.  Every exported name starts with kiln_ or KILN_.
+ *
+ * Error model: graph builders never abort.  The first error is recorded in
+ * the graph (kiln_graph_error) and later builders return a poisoned node, so
+ * a chain of calls can be checked once at the end.  Functions that can fail
+ * return a kiln_status; the message is on the object they were given
+ * (kiln_graph_error, kiln_session_error) or, for functions with neither,
+ * in kiln_last_error().
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- basics */
+
+#define KILN_MAX_DIMS 8
+
+typedef enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_ARG,      /* bad argument: NULL, wrong shape, wrong dtype */
+    KILN_ERR_SHAPE,    /* shapes do not agree */
+    KILN_ERR_DTYPE,    /* dtypes do not agree or are unsupported */
+    KILN_ERR_STATE,    /* call made in the wrong state (e.g. grad before backward) */
+    KILN_ERR_MEMORY,   /* out of memory or workspace */
+    KILN_ERR_IO,       /* file missing, unreadable, truncated or corrupt */
+    KILN_ERR_NOTFOUND, /* a name that does not exist */
+    KILN_ERR_NUMERIC,  /* NaN or infinity found, gradient check failed */
+} kiln_status;
+
+typedef enum kiln_dtype {
+    KILN_F32 = 0,
+    KILN_I32 = 1,
+    KILN_F16 = 2, /* reserved */
+    KILN_BF16 = 3, /* reserved */
+    KILN_F64 = 4, /* reserved */
+    KILN_U8 = 5,  /* reserved */
+} kiln_dtype;
+
+/* A tensor shape: ndim dimensions (0 for a scalar), each >= 0. */
+typedef struct kiln_shape {
+    int ndim;
+    int64_t d[KILN_MAX_DIMS];
+} kiln_shape;
+
+/* KILN_SHAPE(128, 784) builds a kiln_shape; KILN_SCALAR is the 0-d shape. */
+#define KILN_SHAPE(...)                                                        \
+    ((kiln_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) /            \
+                                sizeof(int64_t)),                              \
+                  .d = {__VA_ARGS__}})
+#define KILN_SCALAR ((kiln_shape){.ndim = 0, .d = {0}})
+
+/* Axis sets are bit masks: KILN_AXIS(0) | KILN_AXIS(2). */
+#define KILN_AXIS(i) (1u << (i))
+#define KILN_ALL_AXES 0xFFu
+
+/* Name of a status code, e.g. "shape error". Never NULL. */
+const char *kiln_status_str(kiln_status st);
+/* Bytes per element of a dtype (0 for an unknown dtype). */
+size_t kiln_dtype_size(kiln_dtype dt);
+/* Name of a dtype: "f32", "i32", ... ("?" for an unknown dtype). */
+const char *kiln_dtype_name(kiln_dtype dt);
+/* Number of elements of a shape (1 for a scalar). */
+int64_t kiln_shape_numel(kiln_shape s);
+/* Writes "[128,784]" into buf (always terminated); returns buf. */
+char *kiln_shape_str(kiln_shape s, char *buf, size_t n);
+/* Message of the last error raised by a function with no object to hold it
+   (tensor constructors, file readers).  Thread-local; never NULL. */
+const char *kiln_last_error(void);
+
+/* ---------------------------------------------------------------- tensors */
+
+/* A host tensor: dtype, shape, contiguous row-major data, owned or wrapping
+   caller memory. */
+typedef struct kiln_tensor kiln_tensor;
+
+/* New zero-filled tensor owning its data; NULL (kiln_last_error) on a bad
+   shape, dtype or out of memory. */
+kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape);
+/* Tensor wrapping caller memory (not freed by kiln_tensor_free); NULL on bad
+   arguments. */
+kiln_tensor *kiln_tensor_wrap(kiln_dtype dt, kiln_shape shape, void *data);
+/* New owned f32 tensor copied from values (numel(shape) floats). */
+kiln_tensor *kiln_tensor_from_f32(kiln_shape shape, const float *values);
+/* Frees the tensor (and its data when owned).  NULL is a no-op. */
+void kiln_tensor_free(kiln_tensor *t);
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
+kiln_shape kiln_tensor_shape(const kiln_tensor *t);
+int64_t kiln_tensor_numel(const kiln_tensor *t);
+/* Pointer to the data (NULL for a NULL tensor). */
+void *kiln_tensor_data(const kiln_tensor *t);
+/* Typed data pointers: NULL when t is NULL or of another dtype. */
+float *kiln_tensor_f32(const kiln_tensor *t);
+int32_t *kiln_tensor_i32(const kiln_tensor *t);
+
+/* ---------------------------------------------------------------- RNG */
+
+/* A small seeded generator (PCG32); the same seed gives the same stream on
+   every machine. */
+typedef struct kiln_rng {
+    uint64_t state, inc;
+} kiln_rng;
+
+void kiln_rng_seed(kiln_rng *r, uint64_t seed);
+uint32_t kiln_rng_u32(kiln_rng *r);
+/* Uniform in [0, 1). */
+double kiln_rng_uniform(kiln_rng *r);
+/* Standard normal (Box-Muller). */
+double kiln_rng_normal(kiln_rng *r);
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct kiln_graph kiln_graph;
+typedef struct kiln_node kiln_node;
+typedef struct kiln_session kiln_session;
+typedef struct kiln_function kiln_function;
+
+/* Variable initialisers. */
+typedef enum kiln_init_kind {
+    KILN_INIT_ZEROS,
+    KILN_INIT_ONES,
+    KILN_INIT_VALUE,   /* every element = a */
+    KILN_INIT_VALUES,  /* copy of numel floats from values */
+    KILN_INIT_UNIFORM, /* uniform in [a, b) */
+    KILN_INIT_NORMAL,  /* mean a, standard deviation b */
+    KILN_INIT_GLOROT_UNIFORM, /* uniform(+-sqrt(6/(fan_in+fan_out))) */
+} kiln_init_kind;
+
+typedef struct kiln_init {
+    kiln_init_kind kind;
+    double a, b;
+    const float *values;
+} kiln_init;
+
+#define kiln_init_zeros() ((kiln_init){KILN_INIT_ZEROS, 0, 0, NULL})
+#define kiln_init_ones() ((kiln_init){KILN_INIT_ONES, 0, 0, NULL})
+#define kiln_init_value(v) ((kiln_init){KILN_INIT_VALUE, (v), 0, NULL})
+#define kiln_init_values(p) ((kiln_init){KILN_INIT_VALUES, 0, 0, (p)})
+#define kiln_init_uniform(lo, hi) ((kiln_init){KILN_INIT_UNIFORM, (lo), (hi), NULL})
+#define kiln_init_normal(mean, std) ((kiln_init){KILN_INIT_NORMAL, (mean), (std), NULL})
+#define kiln_init_glorot_uniform() ((kiln_init){KILN_INIT_GLOROT_UNIFORM, 0, 0, NULL})
+
+/* Fills data (numel elements of shape) from an initialiser, drawing from rng.
+   Returns KILN_ERR_ARG (kiln_last_error) on a bad initialiser. */
+kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
+                           kiln_rng *rng);
+
+/* New empty graph; NULL only when out of memory. */
+kiln_graph *kiln_graph_new(void);
+/* Frees the graph and every node in it.  NULL is a no-op. */
+void kiln_graph_free(kiln_graph *g);
+/* Drops every node (one arena reset) and clears the error; variables live in
+   sessions and are kept. */
+void kiln_graph_clear(kiln_graph *g);
+/* KILN_OK, or the first error recorded while building. */
+kiln_status kiln_graph_status(const kiln_graph *g);
+/* Message of the first error ("" when none). */
+const char *kiln_graph_error(const kiln_graph *g);
+/* Number of nodes built so far. */
+int kiln_graph_node_count(const kiln_graph *g);
+/* Writes the graph in Graphviz dot: one box per node labelled with op, id,
+   shape and trainable flag.  KILN_ERR_ARG on NULL arguments. */
+kiln_status kiln_graph_write_dot(const kiln_graph *g, FILE *out);
+/* Prints the IR, one line per node: "%7 = add(%3, %6) f32[128,600]". */
+kiln_status kiln_graph_print(const kiln_graph *g, FILE *out);
+
+/* Node introspection.  A NULL node gives zeros / "". */
+int kiln_node_id(const kiln_node *n);
+const char *kiln_node_op_name(const kiln_node *n);
+kiln_dtype kiln_node_dtype(const kiln_node *n);
+kiln_shape kiln_node_shape(const kiln_node *n);
+const char *kiln_node_name(const kiln_node *n);
+/* Number of inputs and the i-th input (NULL when out of range). */
+int kiln_node_num_inputs(const kiln_node *n);
+kiln_node *kiln_node_input(const kiln_node *n, int i);
+/* Gives the node a name (copied) shown by print and dot; returns n. */
+kiln_node *kiln_node_set_name(kiln_node *n, const char *name);
+
+/* ---------------------------------------------------------------- leaves */
+
+/* Input fed on every run (nGraph Parameter, placeholder). */
+kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,
+                      kiln_shape shape);
+/* Scalar f32 constant. */
+kiln_node *kiln_scalar(kiln_graph *g, float v);
+/* Constant tensor with values copied from data (numel elements of dt). */
+kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
+                         const void *data);
+/* Constant tensor with every element equal to v. */
+kiln_node *kiln_fill(kiln_graph *g, kiln_shape shape, float v);
+/* Trainable variable kept in the session under name.  Nodes in any graph
+   with the same name share one storage. */
+kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
+                         kiln_shape shape, kiln_init init);
+/* Marks a variable trainable or not (default trainable); returns v. */
+kiln_node *kiln_node_set_trainable(kiln_node *v, int trainable);
+int kiln_node_trainable(const kiln_node *v);
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* Unary elementwise ops on f32. */
+kiln_node *kiln_neg(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_abs(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sign(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_exp(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_log(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sqrt(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sin(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_cos(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_tanh(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sigmoid(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_relu(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_erf(kiln_graph *g, kiln_node *x);
+/* x * s for a float s (a constant scalar broadcast). */
+kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s);
+/* gelu, tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
+kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x);
+/* gelu, exact form: 0.5x(1+erf(x/sqrt 2)). */
+kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x);
+
+/* Binary elementwise ops with numpy broadcasting. */
+kiln_node *kiln_add(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_sub(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_div(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_pow(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_max(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_min(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* Comparisons give f32 1.0 where true, 0.0 where false; no gradient. */
+kiln_node *kiln_lt(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_le(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_gt(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_ge(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_eq(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* where(cond != 0, a, b), all three broadcast together. */
+kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
+                       kiln_node *b);
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Sum / max / mean over the axes in the mask; keepdims keeps them as size 1.
+   KILN_ALL_AXES reduces everything. */
+kiln_node *kiln_sum(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
+kiln_node *kiln_reduce_max(kiln_graph *g, kiln_node *x, unsigned axes,
+                           int keepdims);
+kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
+/* Index of the largest element along axis (i32, axis removed); no gradient. */
+kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis);
+
+/* ---------------------------------------------------------------- movement */
+
+/* Same data, new shape (numel must match; one dimension may be -1). */
+kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape);
+/* Output axis i is input axis perm[i]; perm has ndim entries. */
+kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm);
+/* Swaps the last two axes. */
+kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x);
+/* numpy broadcast of x to shape. */
+kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape);
+/* nGraph Broadcast: the output has shape; the axes in new_axes are new and
+   the remaining ones are x's, in order. */
+kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
+                          unsigned new_axes);
+/* x[start[i]:stop[i]] on every axis (negative values count from the end). */
+kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
+                      const int64_t *stop);
+/* Concatenation of n nodes along axis. */
+kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis);
+/* Pads lo[i] before and hi[i] after every axis with value. */
+kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
+                    const int64_t *hi, float value);
+
+/* ---------------------------------------------------------------- contraction */
+
+/* Matrix product of the last two axes, leading (batch) axes broadcast;
+   trans_a/trans_b transpose an operand's last two axes. 1-D operands are not
+   accepted: reshape them. */
+kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
+                       int trans_b);
+/* nGraph Dot: contracts the last n axes of a with the first n of b. */
+kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n);
+
+/* ---------------------------------------------------------------- conversion */
+
+/* i32 labels -> f32 one-hot with a new last axis of size depth; no gradient.
+   Labels outside [0, depth) give a zero row. */
+kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth);
+/* Converts between f32 and i32 (truncation toward zero). */
+kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt);
+/* Identity in the forward pass; blocks gradients. */
+kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x);
+
+/* ---------------------------------------------------------------- composites */
+
+kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis);
+kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis);
+/* x W + b, with b broadcast over rows. */
+kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w,
+                       kiln_node *b);
+/* nGraph's clipped cross-entropy: -Sum(Log(Maximum(p, exp(log_min))) *
+   onehot) / n, with n a scalar node (e.g. the batch size as an input). */
+kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
+                              kiln_node *onehot, kiln_node *n, float log_min);
+/* Mean over the batch of -log softmax(logits)[label]; labels i32 [N],
+   logits f32 [N, C]. */
+kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
+                                      kiln_node *labels);
+/* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
+kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p,
+                                     kiln_node *y);
+
+/* ---------------------------------------------------------------- state ops */
+
+/* After a run, the variable takes value (computed before any assignment of
+   the same run).  The node's own value is the new value. */
+kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value);
+/* Groups nodes so that compiling the group runs them all (ngraph doall). */
+kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n);
+
+/* ---------------------------------------------------------------- autodiff */
+
+/* dy/dx for a scalar y, as a new node of x's shape.  A zero node when y does
+   not depend on x. */
+kiln_node *kiln_grad(kiln_graph *g, kiln_node *y, kiln_node *x);
+/* Gradients of y (seeded with delta, of y's shape; NULL delta means 1 for a
+   scalar y) with respect to n nodes xs, written to out[0..n-1]; the
+   gradients share intermediate nodes.  KILN_OK or the graph's error. */
+kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                       kiln_node *const *xs, int n, kiln_node **out);
+/* nGraph backprop_node(x, delta): the adjoint of x with y seeded by delta. */
+kiln_node *kiln_backprop_node(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                              kiln_node *x);
+
+/* ---------------------------------------------------------------- sessions */
+
+typedef struct kiln_session_options {
+    uint64_t seed;  /* initialiser RNG seed (default 42 when options NULL) */
+    int threads;    /* 0 = number of cores */
+} kiln_session_options;
+
+/* New session; NULL options gives defaults.  NULL only when out of memory. */
+kiln_session *kiln_session_new(const kiln_session_options *opt);
+/* Frees the session, its variables and its functions.  NULL is a no-op. */
+void kiln_session_free(kiln_session *s);
+/* Message of the last error of the session ("" when none). */
+const char *kiln_session_error(const kiln_session *s);
+/* The session's initialiser RNG (so a checkpoint can save and restore it). */
+kiln_rng *kiln_session_rng(kiln_session *s);
+
+/* Number of variables and the i-th one's description. */
+int kiln_session_num_variables(const kiln_session *s);
+typedef struct kiln_param_info {
+    const char *name;
+    kiln_dtype dtype;
+    kiln_shape shape;
+    int trainable;
+    void *data; /* the live storage */
+} kiln_param_info;
+kiln_status kiln_session_variable_info(const kiln_session *s, int i,
+                                       kiln_param_info *info);
+/* Copies the variable's value into out (same dtype and shape) /
+   sets it from t.  KILN_ERR_NOTFOUND, KILN_ERR_SHAPE, KILN_ERR_DTYPE. */
+kiln_status kiln_variable_read(kiln_session *s, const char *name,
+                               kiln_tensor *out);
+kiln_status kiln_variable_write(kiln_session *s, const char *name,
+                                const kiln_tensor *t);
+/* Creates (initialised) a variable in the session if it does not exist;
+   checks dtype and shape when it does. */
+kiln_status kiln_session_declare(kiln_session *s, const char *name,
+                                 kiln_dtype dt, kiln_shape shape,
+                                 kiln_init init, int trainable);
+
+/* ---------------------------------------------------------------- compiled */
+
+/* Compiles outputs (n_out nodes) of g, fed by inputs (n_in input nodes).
+   Variables are created in s on first use.  NULL on error
+   (kiln_session_error; a failed graph's error is copied there). */
+kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
+                            kiln_node *const *outputs, int n_out,
+                            kiln_node *const *inputs, int n_in);
+/* Runs f: in[i] feeds the i-th input, out[i] receives the i-th output (must
+   already have its dtype and shape; NULL skips it).  Checks every shape and
+   dtype first and changes nothing on error. */
+kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
+                     kiln_tensor *const *out);
+/* New tensor shaped like the i-th output of f (NULL when out of range). */
+kiln_tensor *kiln_function_new_output(const kiln_function *f, int i);
+/* Prints the compiled schedule: buffers and one line per kernel call. */
+kiln_status kiln_function_print(const kiln_function *f, FILE *out);
+/* Frees a function (also freed with its session).  NULL is a no-op. */
+void kiln_function_free(kiln_function *f);
+
+/* ---------------------------------------------------------------- dynamic */
+
+/* Sets the value of an input node for dynamic execution (copied). */
+kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t);
+/* Computes every node of g built so far (and not yet computed). */
+kiln_status kiln_forward(kiln_session *s, kiln_graph *g);
+/* Builds and computes the gradients of loss (scalar) for every trainable
+   variable in g and every node loss depends on. */
+kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss);
+/* forward then backward. */
+kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss);
+/* Copies a computed node's value / gradient into a new tensor; NULL with the
+   session's error when not yet computed. */
+kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n);
+kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n);
+/* Pointer to the f32 value / gradient of a computed node (NULL otherwise),
+   valid until the graph is cleared. */
+const float *kiln_node_value_f32(const kiln_node *n);
+const float *kiln_node_grad_f32(const kiln_node *n);
+/* Plain SGD on every trainable variable of g after kiln_backward:
+   v -= lr * grad. */
+kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
+
+/* ---------------------------------------------------------------- debugging */
+
+/* Marks n: forward prints its value and backward its gradient to the log
+   stream (stderr by default) with msg.  Returns n. */
+kiln_node *kiln_debug(kiln_node *n, const char *msg);
+/* Prints a tensor summary: shape, size, dtype, min, max, l2-norm and up to
+   limit values. */
+void kiln_tensor_print(const kiln_tensor *t, const char *msg, int limit,
+                       FILE *out);
+/* Where debug output goes (NULL = stderr). */
+void kiln_set_debug_stream(FILE *out);
+
+/* ---------------------------------------------------------------- checking */
+
+typedef struct kiln_gradcheck_result {
+    double max_abs_err;  /* largest |autodiff - numeric| */
+    double max_rel_err;  /* largest |a-n| / max(1, |a|, |n|)... see docs */
+    int worst_node;      /* index into wrt of the worst element */
+    int64_t worst_index; /* element index within that node */
+} kiln_gradcheck_result;
+
+/* Compares autodiff gradients of the scalar loss with respect to the n_wrt
+   variables or inputs in wrt against central finite differences with step
+   eps (double accumulation).  Inputs in feeds (n_feed pairs) are fed by
+   value.  KILN_OK when every element satisfies |a-n| <= tol*(1+|n|), else
+   KILN_ERR_NUMERIC with the worst element in res. */
+kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
+                           kiln_node *const *wrt, int n_wrt,
+                           kiln_node *const *feed_nodes,
+                           kiln_tensor *const *feeds, int n_feed, double eps,
+                           double tol, kiln_gradcheck_result *res);
+
+/* ---------------------------------------------------------------- files */
+
+/* An ordered list of (name, tensor) pairs, as stored in .npz and
+   .safetensors files.  The list owns its tensors (a wrapped tensor's memory
+   stays the caller's). */
+typedef struct kiln_tensor_list kiln_tensor_list;
+
+/* New empty list; NULL (kiln_last_error) when out of memory. */
+kiln_tensor_list *kiln_tensor_list_new(void);
+/* Frees the list and every tensor in it.  NULL is a no-op. */
+void kiln_tensor_list_free(kiln_tensor_list *l);
+/* Number of entries (0 for NULL). */
+int kiln_tensor_list_count(const kiln_tensor_list *l);
+/* Name / tensor of the i-th entry, in insertion order (NULL when out of
+   range).  The tensor stays owned by the list. */
+const char *kiln_tensor_list_name(const kiln_tensor_list *l, int i);
+kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i);
+/* The tensor named name, or NULL when there is none. */
+kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l, const char *name);
+/* Appends t under a copy of name and takes ownership of t.  KILN_ERR_ARG
+   (kiln_last_error) for a NULL or empty argument or a duplicate name; on
+   error the caller keeps t. */
+kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
+                                 kiln_tensor *t);
+
+/* Writes the list as a numpy .npz archive (one "<name>.npy" member per
+   tensor, f32 as '<f4', i32 as '<i4'), deflated when compress is non-zero.
+   Atomic: a temporary file is renamed over path, so on any error an existing
+   file at path is untouched.  KILN_ERR_ARG, KILN_ERR_DTYPE or KILN_ERR_IO
+   with kiln_last_error. */
+kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
+                           int compress);
+/* Reads a .npz archive (np.savez or np.savez_compressed).  '<f4' and '<f8'
+   load as f32; '<i4', '<i8' (range-checked), '|u1' and '|b1' as i32.  NULL
+   (kiln_last_error) on a missing, truncated or corrupt file or an
+   unsupported array (Fortran order, big-endian, other dtypes). */
+kiln_tensor_list *kiln_npz_read(const char *path);
+
+/* Writes the list as .safetensors (F32 / I32 tensors), atomically as
+   kiln_npz_write. */
+kiln_status kiln_safetensors_write(const char *path, const kiln_tensor_list *l);
+/* Reads a .safetensors file in data order, skipping __metadata__.  F32 and
+   F64 load as f32; I32, I64 (range-checked) and U8 as i32.  NULL
+   (kiln_last_error) on a bad header, out-of-range offsets or sizes that do
+   not match the shapes. */
+kiln_tensor_list *kiln_safetensors_read(const char *path);
+
+/* Reads an IDX file (MNIST), plain or gzip-compressed: unsigned-byte data
+   of 1 to 4 dimensions, converted to as (KILN_F32, values 0..255, or
+   KILN_I32).  NULL (kiln_last_error) on a bad magic, a file shorter or
+   longer than its header says, or an unsupported element type. */
+kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as);
+
+/* Prints one line per tensor of a .npz or .safetensors file (detected from
+   its first bytes): "W0  f32  [784,600]", with "(stored <f8)" when the file's
+   type differs.  Reads headers only.  KILN_ERR_IO (kiln_last_error) as the
+   readers. */
+kiln_status kiln_file_info(const char *path, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

@@ -1,0 +1,18 @@
+/* Error helpers shared by every layer. */
+#ifndef KILN_BASE_ERROR_H
+#define KILN_BASE_ERROR_H
+
+#include "kiln.h"
+
+#if defined(__GNUC__)
+#define KILN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KILN_PRINTF(a, b)
+#endif
+
+#define KILN_ERRMSG_MAX 512
+
+/* Records a message for kiln_last_error() (thread-local). */
+void kiln_set_last_error(const char *fmt, ...) KILN_PRINTF(1, 2);
+
+#endif

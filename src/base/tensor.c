@@ -1,0 +1,108 @@
+#include "base/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/shape.h"
+
+static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
+                                 const char *fn)
+{
+    char buf[128];
+    if (!kiln_dtype_supported(dt)) {
+        kiln_set_last_error("%s: unsupported dtype %s", fn, kiln_dtype_name(dt));
+        return NULL;
+    }
+    if (!kiln_shape_valid(shape)) {
+        kiln_set_last_error("%s: invalid shape %s", fn,
+                            kiln_shape_str(shape, buf, sizeof buf));
+        return NULL;
+    }
+    kiln_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        kiln_set_last_error("%s: out of memory", fn);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->shape = shape;
+    return t;
+}
+
+kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
+{
+    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_new");
+    if (!t)
+        return NULL;
+    size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
+    t->data = calloc(1, bytes ? bytes : 1);
+    if (!t->data) {
+        free(t);
+        kiln_set_last_error("kiln_tensor_new: out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    t->owned = 1;
+    return t;
+}
+
+kiln_tensor *kiln_tensor_wrap(kiln_dtype dt, kiln_shape shape, void *data)
+{
+    if (!data && kiln_shape_numel(shape) > 0) {
+        kiln_set_last_error("kiln_tensor_wrap: data is NULL");
+        return NULL;
+    }
+    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_wrap");
+    if (t)
+        t->data = data;
+    return t;
+}
+
+kiln_tensor *kiln_tensor_from_f32(kiln_shape shape, const float *values)
+{
+    if (!values && kiln_shape_numel(shape) > 0) {
+        kiln_set_last_error("kiln_tensor_from_f32: values is NULL");
+        return NULL;
+    }
+    kiln_tensor *t = kiln_tensor_new(KILN_F32, shape);
+    if (t && values)
+        memcpy(t->data, values, (size_t)kiln_shape_numel(shape) * sizeof(float));
+    return t;
+}
+
+void kiln_tensor_free(kiln_tensor *t)
+{
+    if (!t)
+        return;
+    if (t->owned)
+        free(t->data);
+    free(t);
+}
+
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t) { return t ? t->dtype : KILN_F32; }
+
+kiln_shape kiln_tensor_shape(const kiln_tensor *t)
+{
+    return t ? t->shape : KILN_SCALAR;
+}
+
+int64_t kiln_tensor_numel(const kiln_tensor *t)
+{
+    return t ? kiln_shape_numel(t->shape) : 0;
+}
+
+void *kiln_tensor_data(const kiln_tensor *t) { return t ? t->data : NULL; }
+
+float *kiln_tensor_f32(const kiln_tensor *t)
+{
+    return t && t->dtype == KILN_F32 ? (float *)t->data : NULL;
+}
+
+int32_t *kiln_tensor_i32(const kiln_tensor *t)
+{
+    return t && t->dtype == KILN_I32 ? (int32_t *)t->data : NULL;
+}
+
+size_t kiln_tensor_bytes(const kiln_tensor *t)
+{
+    return (size_t)kiln_shape_numel(t->shape) * kiln_dtype_size(t->dtype);
+}

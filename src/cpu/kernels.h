@@ -1,0 +1,22 @@
+/* CPU kernels: one function per op, indexed by the op enum. */
+#ifndef KILN_CPU_KERNELS_H
+#define KILN_CPU_KERNELS_H
+
+#include "graph/graph.h"
+
+/* Computes node n into out from its inputs' buffers in[0..n_in-1].  Shapes
+   come from the node and its inputs; buffers are contiguous row-major. */
+typedef void (*kiln_kernel_fn)(const kiln_node *n, void *out, void *const *in);
+
+/* Reference kernels (NULL for leaves, whose buffers are bound, not
+   computed). */
+extern const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT];
+
+/* Runs node n's kernel. */
+void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in);
+
+/* out = a(MxK, or KxM when ta) x b(KxN, or NxK when tb), row-major. */
+void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, const float *b, float *out);
+
+#endif

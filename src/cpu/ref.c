@@ -1,0 +1,450 @@
+/* Reference kernels: plain loops, double accumulation in reductions.  They
+   define what every op computes; fast kernels are tested against them. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+#ifdef KILN_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+/* ------------------------------------------------------------ broadcasting */
+
+/* Walks an output shape while tracking the element offset of up to three
+   inputs viewed through broadcast strides. */
+typedef struct bcast_iter {
+    int nd, nin;
+    int64_t dim[KILN_MAX_DIMS], idx[KILN_MAX_DIMS];
+    int64_t st[3][KILN_MAX_DIMS];
+    int64_t off[3];
+} bcast_iter;
+
+static void bcast_init(bcast_iter *it, const kiln_node *n)
+{
+    memset(it, 0, sizeof *it);
+    it->nd = n->shape.ndim;
+    it->nin = n->n_in;
+    for (int d = 0; d < it->nd; d++)
+        it->dim[d] = n->shape.d[d];
+    for (int k = 0; k < n->n_in && k < 3; k++)
+        kiln_broadcast_strides(n->in[k]->shape, n->shape, it->st[k]);
+}
+
+static void bcast_next(bcast_iter *it)
+{
+    for (int d = it->nd - 1; d >= 0; d--) {
+        it->idx[d]++;
+        for (int k = 0; k < it->nin; k++)
+            it->off[k] += it->st[k][d];
+        if (it->idx[d] < it->dim[d])
+            return;
+        for (int k = 0; k < it->nin; k++)
+            it->off[k] -= it->st[k][d] * it->dim[d];
+        it->idx[d] = 0;
+    }
+}
+
+static int same_shapes(const kiln_node *n)
+{
+    for (int k = 0; k < n->n_in; k++)
+        if (!kiln_shape_equal(n->in[k]->shape, n->shape))
+            return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+static inline float sigmoidf(float x)
+{
+    if (x >= 0)
+        return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+#define UNARY_KERNEL(OP, expr)                                                 \
+    static void ref_##OP(const kiln_node *n, void *o, void *const *in)         \
+    {                                                                          \
+        float *out = o;                                                        \
+        const float *a = in[0];                                                \
+        int64_t len = kiln_shape_numel(n->shape);                              \
+        for (int64_t i = 0; i < len; i++) {                                    \
+            float x = a[i];                                                    \
+            out[i] = (expr);                                                   \
+        }                                                                      \
+    }
+UNARY_KERNEL(NEG, -x)
+UNARY_KERNEL(ABS, fabsf(x))
+UNARY_KERNEL(SIGN, (float)((x > 0) - (x < 0)))
+UNARY_KERNEL(EXP, expf(x))
+UNARY_KERNEL(LOG, logf(x))
+UNARY_KERNEL(SQRT, sqrtf(x))
+UNARY_KERNEL(SIN, sinf(x))
+UNARY_KERNEL(COS, cosf(x))
+UNARY_KERNEL(TANH, tanhf(x))
+UNARY_KERNEL(SIGMOID, sigmoidf(x))
+UNARY_KERNEL(RELU, x > 0 ? x : 0.0f)
+UNARY_KERNEL(ERF, erff(x))
+#undef UNARY_KERNEL
+
+#define BINARY_KERNEL(OP, expr)                                                \
+    static void ref_##OP(const kiln_node *n, void *o, void *const *in)         \
+    {                                                                          \
+        float *out = o;                                                        \
+        const float *pa = in[0], *pb = in[1];                                  \
+        int64_t len = kiln_shape_numel(n->shape);                              \
+        if (same_shapes(n)) {                                                  \
+            for (int64_t i = 0; i < len; i++) {                                \
+                float x = pa[i], y = pb[i];                                    \
+                out[i] = (expr);                                               \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
+        bcast_iter it;                                                         \
+        bcast_init(&it, n);                                                    \
+        for (int64_t i = 0; i < len; i++, bcast_next(&it)) {                   \
+            float x = pa[it.off[0]], y = pb[it.off[1]];                        \
+            out[i] = (expr);                                                   \
+        }                                                                      \
+    }
+BINARY_KERNEL(ADD, x + y)
+BINARY_KERNEL(SUB, x - y)
+BINARY_KERNEL(MUL, x *y)
+BINARY_KERNEL(DIV, x / y)
+BINARY_KERNEL(POW, powf(x, y))
+BINARY_KERNEL(MAX, x >= y ? x : y)
+BINARY_KERNEL(MIN, x <= y ? x : y)
+BINARY_KERNEL(LT, x < y ? 1.0f : 0.0f)
+BINARY_KERNEL(LE, x <= y ? 1.0f : 0.0f)
+BINARY_KERNEL(GT, x > y ? 1.0f : 0.0f)
+BINARY_KERNEL(GE, x >= y ? 1.0f : 0.0f)
+BINARY_KERNEL(EQ, x == y ? 1.0f : 0.0f)
+#undef BINARY_KERNEL
+
+static void ref_SELECT(const kiln_node *n, void *o, void *const *in)
+{
+    float *out = o;
+    const float *c = in[0], *a = in[1], *b = in[2];
+    int64_t len = kiln_shape_numel(n->shape);
+    bcast_iter it;
+    bcast_init(&it, n);
+    for (int64_t i = 0; i < len; i++, bcast_next(&it))
+        out[i] = c[it.off[0]] != 0.0f ? a[it.off[1]] : b[it.off[2]];
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* Splits x's axes into kept (outer) and reduced (inner) sets with their
+   element strides, so one loop nest serves every reduction. */
+typedef struct reduce_plan {
+    int nk, nr;
+    int64_t kdim[KILN_MAX_DIMS], kst[KILN_MAX_DIMS];
+    int64_t rdim[KILN_MAX_DIMS], rst[KILN_MAX_DIMS];
+    int64_t outer, inner;
+} reduce_plan;
+
+static void reduce_plan_init(reduce_plan *p, kiln_shape s, unsigned axes)
+{
+    int64_t st[KILN_MAX_DIMS];
+    kiln_shape_strides(s, st);
+    memset(p, 0, sizeof *p);
+    p->outer = p->inner = 1;
+    for (int d = 0; d < s.ndim; d++) {
+        if (axes & (1u << d)) {
+            p->rdim[p->nr] = s.d[d];
+            p->rst[p->nr++] = st[d];
+            p->inner *= s.d[d];
+        } else {
+            p->kdim[p->nk] = s.d[d];
+            p->kst[p->nk++] = st[d];
+            p->outer *= s.d[d];
+        }
+    }
+}
+
+/* Offset of the i-th element of a (dims, strides) sub-space. */
+static int64_t sub_offset(int64_t i, int nd, const int64_t *dim,
+                          const int64_t *st)
+{
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (i % dim[d]) * st[d];
+        i /= dim[d];
+    }
+    return off;
+}
+
+static void ref_SUM(const kiln_node *n, void *o, void *const *in)
+{
+    float *out = o;
+    const float *x = in[0];
+    reduce_plan p;
+    reduce_plan_init(&p, n->in[0]->shape, n->at.axes);
+    for (int64_t i = 0; i < p.outer; i++) {
+        int64_t base = sub_offset(i, p.nk, p.kdim, p.kst);
+        double acc = 0;
+        if (p.nr == 1) {
+            for (int64_t j = 0; j < p.inner; j++)
+                acc += x[base + j * p.rst[0]];
+        } else {
+            for (int64_t j = 0; j < p.inner; j++)
+                acc += x[base + sub_offset(j, p.nr, p.rdim, p.rst)];
+        }
+        out[i] = (float)acc;
+    }
+}
+
+static void ref_RMAX(const kiln_node *n, void *o, void *const *in)
+{
+    float *out = o;
+    const float *x = in[0];
+    reduce_plan p;
+    reduce_plan_init(&p, n->in[0]->shape, n->at.axes);
+    for (int64_t i = 0; i < p.outer; i++) {
+        int64_t base = sub_offset(i, p.nk, p.kdim, p.kst);
+        float m = -INFINITY;
+        for (int64_t j = 0; j < p.inner; j++) {
+            float v = x[base + sub_offset(j, p.nr, p.rdim, p.rst)];
+            if (v > m || isnan(v))
+                m = v;
+        }
+        out[i] = m;
+    }
+}
+
+static void ref_ARGMAX(const kiln_node *n, void *o, void *const *in)
+{
+    int32_t *out = o;
+    const float *x = in[0];
+    reduce_plan p;
+    reduce_plan_init(&p, n->in[0]->shape, n->at.axes);
+    for (int64_t i = 0; i < p.outer; i++) {
+        int64_t base = sub_offset(i, p.nk, p.kdim, p.kst);
+        int32_t best = 0;
+        for (int64_t j = 1; j < p.inner; j++)
+            if (x[base + j * p.rst[0]] > x[base + best * p.rst[0]])
+                best = (int32_t)j;
+        out[i] = best;
+    }
+}
+
+/* ------------------------------------------------------------ movement */
+
+/* Movement kernels copy 4-byte elements regardless of dtype. */
+typedef uint32_t elem;
+
+static void ref_RESHAPE(const kiln_node *n, void *o, void *const *in)
+{
+    memmove(o, in[0], (size_t)kiln_shape_numel(n->shape) * sizeof(elem));
+}
+
+static void ref_STOPGRAD(const kiln_node *n, void *o, void *const *in)
+{
+    ref_RESHAPE(n, o, in);
+}
+
+static void ref_PERMUTE(const kiln_node *n, void *o, void *const *in)
+{
+    elem *out = o;
+    const elem *x = in[0];
+    int64_t ist[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
+    kiln_shape_strides(n->in[0]->shape, ist);
+    for (int d = 0; d < n->shape.ndim; d++)
+        st[d] = ist[n->at.perm[d]];
+    int64_t len = kiln_shape_numel(n->shape);
+    for (int64_t i = 0; i < len; i++)
+        out[i] = x[sub_offset(i, n->shape.ndim, n->shape.d, st)];
+}
+
+static void ref_BROADCAST(const kiln_node *n, void *o, void *const *in)
+{
+    elem *out = o;
+    const elem *x = in[0];
+    int64_t len = kiln_shape_numel(n->shape);
+    bcast_iter it;
+    bcast_init(&it, n);
+    for (int64_t i = 0; i < len; i++, bcast_next(&it))
+        out[i] = x[it.off[0]];
+}
+
+static void ref_SLICE(const kiln_node *n, void *o, void *const *in)
+{
+    elem *out = o;
+    const elem *x = in[0];
+    int64_t st[KILN_MAX_DIMS], base = 0;
+    kiln_shape_strides(n->in[0]->shape, st);
+    for (int d = 0; d < n->shape.ndim; d++)
+        base += n->at.lo[d] * st[d];
+    int64_t len = kiln_shape_numel(n->shape);
+    for (int64_t i = 0; i < len; i++)
+        out[i] = x[base + sub_offset(i, n->shape.ndim, n->shape.d, st)];
+}
+
+static void ref_PAD(const kiln_node *n, void *o, void *const *in)
+{
+    float *out = o;
+    const elem *x = in[0];
+    int64_t len = kiln_shape_numel(n->shape);
+    for (int64_t i = 0; i < len; i++)
+        out[i] = n->at.value;
+    int64_t st[KILN_MAX_DIMS], base = 0;
+    kiln_shape_strides(n->shape, st);
+    for (int d = 0; d < n->shape.ndim; d++)
+        base += n->at.lo[d] * st[d];
+    kiln_shape is = n->in[0]->shape;
+    int64_t ilen = kiln_shape_numel(is);
+    elem *eo = o;
+    for (int64_t i = 0; i < ilen; i++)
+        eo[base + sub_offset(i, is.ndim, is.d, st)] = x[i];
+}
+
+static void ref_CONCAT(const kiln_node *n, void *o, void *const *in)
+{
+    elem *out = o;
+    int ax = n->at.axis;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++)
+        outer *= n->shape.d[d];
+    for (int d = ax + 1; d < n->shape.ndim; d++)
+        inner *= n->shape.d[d];
+    int64_t row = n->shape.d[ax] * inner, col = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int64_t chunk = n->in[k]->shape.d[ax] * inner;
+        const elem *x = in[k];
+        for (int64_t i = 0; i < outer; i++)
+            memcpy(out + i * row + col, x + i * chunk, (size_t)chunk * sizeof(elem));
+        col += chunk;
+    }
+}
+
+/* ------------------------------------------------------------ contraction */
+
+void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, const float *b, float *out)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        memset(out, 0, (size_t)(m * n) * sizeof(float));
+        return;
+    }
+#ifdef KILN_HAVE_BLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
+                ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, 0.0f, out, (int)n);
+#else
+    for (int64_t i = 0; i < m; i++) {
+        float *row = out + i * n;
+        for (int64_t j = 0; j < n; j++)
+            row[j] = 0;
+        for (int64_t p = 0; p < k; p++) {
+            float av = ta ? a[p * m + i] : a[i * k + p];
+            if (tb) {
+                for (int64_t j = 0; j < n; j++)
+                    row[j] += av * b[j * k + p];
+            } else {
+                const float *brow = b + p * n;
+                for (int64_t j = 0; j < n; j++)
+                    row[j] += av * brow[j];
+            }
+        }
+    }
+#endif
+}
+
+static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
+{
+    kiln_shape sa = n->in[0]->shape, sb = n->in[1]->shape, so = n->shape;
+    int ta = n->at.trans_a, tb = n->at.trans_b;
+    int64_t m = so.d[so.ndim - 2], nn = so.d[so.ndim - 1];
+    int64_t k = sa.d[sa.ndim - (ta ? 2 : 1)];
+    int64_t asz = sa.d[sa.ndim - 1] * sa.d[sa.ndim - 2];
+    int64_t bsz = sb.d[sb.ndim - 1] * sb.d[sb.ndim - 2];
+    /* batch offsets through broadcast strides over the leading axes */
+    kiln_shape ba = sa, bb = sb, bo = so;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    bo.ndim -= 2;
+    int64_t sta[KILN_MAX_DIMS], stb[KILN_MAX_DIMS];
+    kiln_broadcast_strides(ba, bo, sta);
+    kiln_broadcast_strides(bb, bo, stb);
+    int64_t batches = kiln_shape_numel(bo);
+    const float *a = in[0], *b = in[1];
+    float *out = o;
+    for (int64_t i = 0; i < batches; i++) {
+        int64_t oa = sub_offset(i, bo.ndim, bo.d, sta);
+        int64_t ob = sub_offset(i, bo.ndim, bo.d, stb);
+        kiln_cpu_gemm(ta, tb, m, nn, k, a + oa * asz, b + ob * bsz,
+                      out + i * m * nn);
+    }
+}
+
+/* ------------------------------------------------------------ conversion */
+
+static void ref_ONEHOT(const kiln_node *n, void *o, void *const *in)
+{
+    float *out = o;
+    const int32_t *lab = in[0];
+    int64_t rows = kiln_shape_numel(n->in[0]->shape), depth = n->at.depth;
+    memset(out, 0, (size_t)(rows * depth) * sizeof(float));
+    for (int64_t i = 0; i < rows; i++)
+        if (lab[i] >= 0 && lab[i] < depth)
+            out[i * depth + lab[i]] = 1.0f;
+}
+
+static void ref_CAST(const kiln_node *n, void *o, void *const *in)
+{
+    int64_t len = kiln_shape_numel(n->shape);
+    kiln_dtype from = n->in[0]->dtype, to = n->dtype;
+    if (from == to) {
+        memmove(o, in[0], (size_t)len * 4);
+    } else if (to == KILN_I32) {
+        const float *x = in[0];
+        int32_t *out = o;
+        for (int64_t i = 0; i < len; i++) {
+            float v = x[i];
+            out[i] = isnan(v)          ? 0
+                     : v >= 2147483647.0f ? INT32_MAX
+                     : v <= -2147483648.0f ? INT32_MIN
+                                          : (int32_t)v;
+        }
+    } else {
+        const int32_t *x = in[0];
+        float *out = o;
+        for (int64_t i = 0; i < len; i++)
+            out[i] = (float)x[i];
+    }
+}
+
+/* ------------------------------------------------------------ state */
+
+static void ref_ASSIGN(const kiln_node *n, void *o, void *const *in)
+{
+    memmove(o, in[1], (size_t)kiln_shape_numel(n->shape) * 4);
+}
+
+static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
+{
+    (void)n;
+    (void)in;
+    *(float *)o = 0.0f;
+}
+
+#define ref_INPUT NULL
+#define ref_CONSTANT NULL
+#define ref_VARIABLE NULL
+#define ref_ERROR NULL
+
+const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT] = {
+#define X(op, name, arity, kind) [KILN_OP_##op] = ref_##op,
+#include "graph/ops.def"
+#undef X
+};
+
+void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
+{
+    kiln_kernel_fn k = kiln_ref_kernels[n->op];
+    if (k)
+        k(n, out, in);
+}

@@ -1,0 +1,20 @@
+/* Reverse-mode autodiff as graph transformation. */
+#ifndef KILN_GRAD_GRAD_H
+#define KILN_GRAD_GRAD_H
+
+#include "graph/graph.h"
+
+typedef void (*kiln_grad_rule)(kiln_graph *g, kiln_node *n, kiln_node *adj,
+                               unsigned need, kiln_node **gin);
+
+/* NULL for ops with no gradient (comparisons, argmax, leaves...). */
+extern const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT];
+
+/* Builds adjoints of every node y depends on that depends on one of the
+   n_wrt nodes (all nodes when wrt is NULL); adj_out (sized for the node count
+   before the call, may be NULL) receives them by node id. */
+kiln_status kiln_build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                                kiln_node *const *wrt, int n_wrt,
+                                kiln_node **adj_out);
+
+#endif

@@ -1,0 +1,236 @@
+/* Gradient rules, one per primitive op.  A rule receives the node n, its
+   adjoint adj and a mask of the inputs that need a gradient, and writes the
+   contribution for input i to gin[i] (any shape that broadcasts to the
+   input's; the engine sums broadcast axes away).  Rules build ordinary nodes,
+   so gradients can themselves be differentiated. */
+#include "grad/grad.h"
+
+#define NEED(i) (need & (1u << (i)))
+#define B(op, a, b) kiln_binary_op(g, KILN_OP_##op, (a), (b))
+#define U(op, a) kiln_unary_op(g, KILN_OP_##op, (a))
+#define C(v) kiln_scalar(g, (v))
+
+#define RULE(OP)                                                               \
+    static void grad_##OP(kiln_graph *g, kiln_node *n, kiln_node *adj,         \
+                          unsigned need, kiln_node **gin)
+
+RULE(NEG) { (void)n, (void)need; gin[0] = U(NEG, adj); }
+RULE(ABS) { (void)need; gin[0] = B(MUL, adj, U(SIGN, n->in[0])); }
+RULE(EXP) { (void)need; gin[0] = B(MUL, adj, n); }
+RULE(LOG) { (void)need; gin[0] = B(DIV, adj, n->in[0]); }
+RULE(SQRT) { (void)need; gin[0] = B(DIV, B(MUL, adj, C(0.5f)), n); }
+RULE(SIN) { (void)need; gin[0] = B(MUL, adj, U(COS, n->in[0])); }
+RULE(COS) { (void)need; gin[0] = U(NEG, B(MUL, adj, U(SIN, n->in[0]))); }
+RULE(TANH) { (void)need; gin[0] = B(MUL, adj, B(SUB, C(1.0f), B(MUL, n, n))); }
+RULE(SIGMOID)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, B(MUL, n, B(SUB, C(1.0f), n)));
+}
+RULE(RELU) { (void)need; gin[0] = B(MUL, adj, B(GT, n->in[0], C(0.0f))); }
+RULE(ERF)
+{
+    (void)need;
+    kiln_node *x = n->in[0];
+    kiln_node *e = U(EXP, U(NEG, B(MUL, x, x)));
+    gin[0] = B(MUL, adj, B(MUL, e, C(1.1283791670955126f))); /* 2/sqrt(pi) */
+}
+
+RULE(ADD)
+{
+    (void)g, (void)n, (void)need;
+    gin[0] = adj;
+    gin[1] = adj;
+}
+RULE(SUB)
+{
+    (void)n;
+    gin[0] = adj;
+    if (NEED(1))
+        gin[1] = U(NEG, adj);
+}
+RULE(MUL)
+{
+    if (NEED(0))
+        gin[0] = B(MUL, adj, n->in[1]);
+    if (NEED(1))
+        gin[1] = B(MUL, adj, n->in[0]);
+}
+RULE(DIV)
+{
+    kiln_node *b = n->in[1];
+    if (NEED(0))
+        gin[0] = B(DIV, adj, b);
+    if (NEED(1))
+        gin[1] = U(NEG, B(DIV, B(MUL, adj, n), b));
+}
+RULE(POW)
+{
+    kiln_node *a = n->in[0], *b = n->in[1];
+    if (NEED(0))
+        gin[0] = B(MUL, adj, B(MUL, b, B(POW, a, B(SUB, b, C(1.0f)))));
+    if (NEED(1))
+        gin[1] = B(MUL, adj, B(MUL, n, U(LOG, a)));
+}
+RULE(MAX)
+{
+    kiln_node *a = n->in[0], *b = n->in[1];
+    if (NEED(0))
+        gin[0] = B(MUL, adj, B(GE, a, b));
+    if (NEED(1))
+        gin[1] = B(MUL, adj, B(LT, a, b));
+}
+RULE(MIN)
+{
+    kiln_node *a = n->in[0], *b = n->in[1];
+    if (NEED(0))
+        gin[0] = B(MUL, adj, B(LE, a, b));
+    if (NEED(1))
+        gin[1] = B(MUL, adj, B(GT, a, b));
+}
+RULE(SELECT)
+{
+    kiln_node *zero = C(0.0f);
+    kiln_node *in1[3] = {n->in[0], adj, zero};
+    kiln_node *in2[3] = {n->in[0], zero, adj};
+    if (NEED(1))
+        gin[1] = kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in1, 3);
+    if (NEED(2))
+        gin[2] = kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in2, 3);
+}
+
+/* adj of a reduction, reshaped so that it broadcasts against the input. */
+static kiln_node *keepdims_view(kiln_graph *g, kiln_node *n, kiln_node *v)
+{
+    if (n->at.keepdims)
+        return v;
+    kiln_shape ks = n->in[0]->shape;
+    for (int d = 0; d < ks.ndim; d++)
+        if (n->at.axes & (1u << d))
+            ks.d[d] = 1;
+    return kiln_node_make(g, KILN_OP_RESHAPE, v->dtype, ks, &v, 1);
+}
+
+RULE(SUM)
+{
+    (void)need;
+    kiln_node *a = keepdims_view(g, n, adj);
+    gin[0] = kiln_node_make(g, KILN_OP_BROADCAST, KILN_F32, n->in[0]->shape, &a, 1);
+}
+RULE(RMAX)
+{
+    (void)need;
+    kiln_node *x = n->in[0];
+    kiln_node *mask = B(EQ, x, keepdims_view(g, n, n));
+    kiln_node *count = kiln_reduce_op(g, KILN_OP_SUM, mask, n->at.axes, 1, "grad");
+    gin[0] = B(MUL, B(DIV, mask, count), keepdims_view(g, n, adj));
+}
+
+RULE(RESHAPE)
+{
+    (void)need;
+    gin[0] = kiln_node_make(g, KILN_OP_RESHAPE, adj->dtype, n->in[0]->shape, &adj, 1);
+}
+RULE(STOPGRAD) { (void)g, (void)n, (void)adj, (void)need, (void)gin; }
+RULE(PERMUTE)
+{
+    (void)need;
+    int inv[KILN_MAX_DIMS];
+    for (int d = 0; d < n->shape.ndim; d++)
+        inv[n->at.perm[d]] = d;
+    kiln_node *r = kiln_node_make(g, KILN_OP_PERMUTE, adj->dtype, n->in[0]->shape, &adj, 1);
+    for (int d = 0; d < n->shape.ndim; d++)
+        r->at.perm[d] = inv[d];
+    gin[0] = r;
+}
+RULE(BROADCAST)
+{
+    (void)g, (void)n, (void)need;
+    gin[0] = adj; /* the engine reduces it to the input's shape */
+}
+RULE(SLICE)
+{
+    (void)need;
+    kiln_node *r = kiln_node_make(g, KILN_OP_PAD, adj->dtype, n->in[0]->shape, &adj, 1);
+    for (int d = 0; d < n->shape.ndim; d++)
+        r->at.lo[d] = n->at.lo[d];
+    gin[0] = r;
+}
+RULE(PAD)
+{
+    (void)need;
+    kiln_node *r = kiln_node_make(g, KILN_OP_SLICE, adj->dtype, n->in[0]->shape, &adj, 1);
+    for (int d = 0; d < n->shape.ndim; d++)
+        r->at.lo[d] = n->at.lo[d];
+    gin[0] = r;
+}
+RULE(CONCAT)
+{
+    int64_t off = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        kiln_shape s = n->in[k]->shape;
+        if (NEED(k)) {
+            kiln_node *r = kiln_node_make(g, KILN_OP_SLICE, adj->dtype, s, &adj, 1);
+            r->at.lo[n->at.axis] = off;
+            gin[k] = r;
+        }
+        off += s.d[n->at.axis];
+    }
+}
+
+static kiln_node *mm(kiln_graph *g, kiln_node *a, kiln_node *b, int ta, int tb)
+{
+    kiln_shape sa = a->shape, sb = b->shape, out;
+    kiln_shape ba = sa, bb = sb;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    kiln_shape_broadcast(ba, bb, &out);
+    out.d[out.ndim++] = sa.d[sa.ndim - (ta ? 1 : 2)];
+    out.d[out.ndim++] = sb.d[sb.ndim - (tb ? 2 : 1)];
+    kiln_node *in[2] = {a, b};
+    kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
+    r->at.trans_a = ta;
+    r->at.trans_b = tb;
+    return r;
+}
+
+/* C = op(A) op(B): d op(A) = adj op(B)^T and d op(B) = op(A)^T adj, with
+   the transposes folded into the matmul flags rather than materialised. */
+RULE(MATMUL)
+{
+    kiln_node *a = n->in[0], *b = n->in[1];
+    int ta = n->at.trans_a, tb = n->at.trans_b;
+    if (NEED(0))
+        gin[0] = ta ? mm(g, b, adj, tb, 1) : mm(g, adj, b, 0, !tb);
+    if (NEED(1))
+        gin[1] = tb ? mm(g, adj, a, 1, ta) : mm(g, a, adj, !ta, 0);
+}
+
+RULE(CAST)
+{
+    (void)need;
+    if (n->dtype == KILN_F32 && n->in[0]->dtype == KILN_F32)
+        gin[0] = adj;
+    (void)g;
+}
+
+#define grad_INPUT NULL
+#define grad_CONSTANT NULL
+#define grad_VARIABLE NULL
+#define grad_SIGN NULL
+#define grad_LT NULL
+#define grad_LE NULL
+#define grad_GT NULL
+#define grad_GE NULL
+#define grad_EQ NULL
+#define grad_ARGMAX NULL
+#define grad_ONEHOT NULL
+#define grad_ASSIGN NULL
+#define grad_DOALL NULL
+#define grad_ERROR NULL
+
+const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT] = {
+#define X(op, name, arity, kind) [KILN_OP_##op] = grad_##op,
+#include "graph/ops.def"
+#undef X
+};

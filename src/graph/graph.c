@@ -1,0 +1,263 @@
+#include "graph/graph.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const kiln_op_info kiln_op_table[KILN_OP_COUNT] = {
+#define X(op, nm, ar, kd) [KILN_OP_##op] = {nm, ar, KILN_KIND_##kd},
+#include "graph/ops.def"
+#undef X
+};
+
+static void poison_init(kiln_graph *g)
+{
+    memset(&g->poison, 0, sizeof g->poison);
+    g->poison.id = -1;
+    g->poison.op = KILN_OP_ERROR;
+    g->poison.graph = g;
+}
+
+kiln_graph *kiln_graph_new(void)
+{
+    kiln_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    kiln_arena_init(&g->arena, 256 * 1024);
+    kiln_arena_init(&g->workspace, 1 << 20);
+    poison_init(g);
+    return g;
+}
+
+void kiln_graph_free(kiln_graph *g)
+{
+    if (!g)
+        return;
+    kiln_arena_free(&g->arena);
+    kiln_arena_free(&g->workspace);
+    free(g->nodes);
+    free(g->vars);
+    free(g);
+}
+
+void kiln_graph_clear(kiln_graph *g)
+{
+    if (!g)
+        return;
+    kiln_arena_reset(&g->arena);
+    kiln_arena_reset(&g->workspace);
+    g->n_nodes = 0;
+    g->n_vars = 0;
+    g->n_computed = 0;
+    g->backward_loss = NULL;
+    g->status = KILN_OK;
+    g->err[0] = 0;
+    poison_init(g);
+}
+
+kiln_status kiln_graph_status(const kiln_graph *g)
+{
+    return g ? g->status : KILN_ERR_ARG;
+}
+
+const char *kiln_graph_error(const kiln_graph *g)
+{
+    return g ? g->err : "graph is NULL";
+}
+
+int kiln_graph_node_count(const kiln_graph *g) { return g ? g->n_nodes : 0; }
+
+kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
+{
+    if (g->status == KILN_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->err, sizeof g->err, fmt, ap);
+        va_end(ap);
+        g->status = st;
+    }
+    return &g->poison;
+}
+
+int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x)
+{
+    if (g->status != KILN_OK)
+        return 0;
+    if (!x) {
+        kiln_graph_fail(g, KILN_ERR_ARG, "%s: operand is NULL", fn);
+        return 0;
+    }
+    if (x->graph != g) {
+        kiln_graph_fail(g, KILN_ERR_ARG,
+                        "%s: operand %%%d belongs to another graph", fn, x->id);
+        return 0;
+    }
+    if (x->op == KILN_OP_ERROR) {
+        kiln_graph_fail(g, KILN_ERR_ARG, "%s: operand is a poisoned node", fn);
+        return 0;
+    }
+    return 1;
+}
+
+void *kiln_graph_alloc(kiln_graph *g, size_t bytes)
+{
+    return kiln_arena_alloc(&g->arena, bytes);
+}
+
+const char *kiln_graph_strdup(kiln_graph *g, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = kiln_graph_alloc(g, n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
+                          kiln_shape shape, kiln_node *const *in, int n_in)
+{
+    if (g->status != KILN_OK)
+        return &g->poison;
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
+        kiln_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes)
+            return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
+                                   kiln_op_table[op].name);
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    kiln_node *n = kiln_graph_alloc(g, sizeof *n);
+    kiln_node **ins = n_in ? kiln_graph_alloc(g, (size_t)n_in * sizeof *ins) : NULL;
+    if (!n || (n_in && !ins))
+        return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
+                               kiln_op_table[op].name);
+    if (n_in)
+        memcpy(ins, in, (size_t)n_in * sizeof *ins);
+    n->id = g->n_nodes;
+    n->op = op;
+    n->dtype = dt;
+    n->shape = shape;
+    n->n_in = n_in;
+    n->in = ins;
+    n->graph = g;
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+/* ------------------------------------------------------------ introspection */
+
+int kiln_node_id(const kiln_node *n) { return n ? n->id : -1; }
+
+const char *kiln_node_op_name(const kiln_node *n)
+{
+    return n ? kiln_op_table[n->op].name : "";
+}
+
+kiln_dtype kiln_node_dtype(const kiln_node *n) { return n ? n->dtype : KILN_F32; }
+
+kiln_shape kiln_node_shape(const kiln_node *n) { return n ? n->shape : KILN_SCALAR; }
+
+const char *kiln_node_name(const kiln_node *n)
+{
+    return n && n->name ? n->name : "";
+}
+
+int kiln_node_num_inputs(const kiln_node *n) { return n ? n->n_in : 0; }
+
+kiln_node *kiln_node_input(const kiln_node *n, int i)
+{
+    return n && i >= 0 && i < n->n_in ? n->in[i] : NULL;
+}
+
+kiln_node *kiln_node_set_name(kiln_node *n, const char *name)
+{
+    if (n && n->op != KILN_OP_ERROR && name)
+        n->name = kiln_graph_strdup(n->graph, name);
+    return n;
+}
+
+kiln_node *kiln_node_set_trainable(kiln_node *v, int trainable)
+{
+    if (!v || v->op == KILN_OP_ERROR)
+        return v;
+    if (v->op != KILN_OP_VARIABLE) {
+        kiln_graph_fail(v->graph, KILN_ERR_ARG,
+                        "kiln_node_set_trainable: %%%d is a %s, not a variable",
+                        v->id, kiln_op_table[v->op].name);
+        return &v->graph->poison;
+    }
+    v->at.trainable = trainable != 0;
+    return v;
+}
+
+int kiln_node_trainable(const kiln_node *v)
+{
+    return v && v->op == KILN_OP_VARIABLE && v->at.trainable;
+}
+
+kiln_node *kiln_debug(kiln_node *n, const char *msg)
+{
+    if (!n || n->op == KILN_OP_ERROR)
+        return n;
+    n->debug = 1;
+    n->debug_msg = kiln_graph_strdup(n->graph, msg ? msg : "");
+    return n;
+}
+
+kiln_status kiln_graph_print(const kiln_graph *g, FILE *out)
+{
+    if (!g || !out)
+        return KILN_ERR_ARG;
+    char buf[128];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = g->nodes[i];
+        fprintf(out, "%%%d = %s(", n->id, kiln_op_table[n->op].name);
+        for (int j = 0; j < n->n_in; j++)
+            fprintf(out, "%s%%%d", j ? ", " : "", n->in[j]->id);
+        fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
+                kiln_shape_str(n->shape, buf, sizeof buf));
+        if (n->name)
+            fprintf(out, " \"%s\"", n->name);
+        fputc('\n', out);
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_graph_write_dot(const kiln_graph *g, FILE *out)
+{
+    if (!g || !out)
+        return KILN_ERR_ARG;
+    char buf[128];
+    fprintf(out, "digraph kiln {\n  rankdir=LR;\n  node [shape=box];\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = g->nodes[i];
+        const char *colour = n->op == KILN_OP_VARIABLE ? "orange"
+                             : n->op == KILN_OP_INPUT  ? "lightblue"
+                                                       : "white";
+        fprintf(out, "  n%d [style=filled, fillcolor=%s, label=\"%s", n->id,
+                colour, kiln_op_table[n->op].name);
+        if (n->name) {
+            fputs(" ", out);
+            for (const char *c = n->name; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                    fputc('\\', out);
+                fputc(*c, out);
+            }
+        }
+        fprintf(out, "\\nid=%d %s%s", n->id, kiln_dtype_name(n->dtype),
+                kiln_shape_str(n->shape, buf, sizeof buf));
+        if (n->op == KILN_OP_VARIABLE)
+            fprintf(out, "\\ntrainable=%d", n->at.trainable);
+        fprintf(out, "\"];\n");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            fprintf(out, "  n%d -> n%d;\n", n->in[j]->id, n->id);
+    }
+    fprintf(out, "}\n");
+    return KILN_OK;
+}

@@ -1,0 +1,108 @@
+/* The IR: graphs own nodes in an arena; nodes are immutable once built. */
+#ifndef KILN_GRAPH_GRAPH_H
+#define KILN_GRAPH_GRAPH_H
+
+#include "base/arena.h"
+#include "base/error.h"
+#include "base/shape.h"
+#include "kiln.h"
+
+typedef enum kiln_op {
+#define X(op, name, arity, kind) KILN_OP_##op,
+#include "graph/ops.def"
+#undef X
+    KILN_OP_COUNT
+} kiln_op;
+
+typedef enum kiln_op_kind {
+    KILN_KIND_LEAF,
+    KILN_KIND_UNARY,
+    KILN_KIND_BINARY,
+    KILN_KIND_TERNARY,
+    KILN_KIND_REDUCE,
+    KILN_KIND_MOVE,
+    KILN_KIND_CONTRACT,
+    KILN_KIND_CONVERT,
+    KILN_KIND_STATE,
+} kiln_op_kind;
+
+typedef struct kiln_op_info {
+    const char *name;
+    int arity;
+    kiln_op_kind kind;
+} kiln_op_info;
+
+extern const kiln_op_info kiln_op_table[KILN_OP_COUNT];
+
+/* Op attributes; each op uses the fields its row needs. */
+typedef struct kiln_attrs {
+    unsigned axes;               /* reductions: reduced axes; broadcast: new */
+    int keepdims;                /* reductions */
+    int axis;                    /* argmax, concat */
+    int perm[KILN_MAX_DIMS];     /* permute */
+    int64_t lo[KILN_MAX_DIMS];   /* slice start, pad before */
+    float value;                 /* pad value */
+    int trans_a, trans_b;        /* matmul */
+    int depth;                   /* one_hot */
+    kiln_init init;              /* variable */
+    int trainable;               /* variable */
+    const void *data;            /* constant (arena copy) */
+} kiln_attrs;
+
+struct kiln_node {
+    int id;
+    kiln_op op;
+    kiln_dtype dtype;
+    kiln_shape shape;
+    int n_in;
+    kiln_node **in;
+    kiln_graph *graph;
+    const char *name;
+    kiln_attrs at;
+    /* dynamic execution state */
+    void *value;         /* computed value (workspace) or variable storage */
+    kiln_node *grad;     /* adjoint node after kiln_backward */
+    const char *debug_msg;
+    int debug;
+};
+
+struct kiln_graph {
+    kiln_arena arena;    /* nodes, their inputs and attribute data */
+    kiln_node **nodes;   /* in creation order: a topological order */
+    int n_nodes, cap_nodes;
+    kiln_status status;
+    char err[KILN_ERRMSG_MAX];
+    kiln_node **vars;    /* variable nodes, one per name */
+    int n_vars, cap_vars;
+    kiln_node poison;    /* returned by builders once the graph failed */
+    /* dynamic execution */
+    kiln_arena workspace;  /* values of computed nodes */
+    int n_computed;        /* nodes [0, n_computed) have values */
+    kiln_node *backward_loss;
+};
+
+/* Records the first error (later ones are ignored) and returns the poison
+   node, so builders can `return graph_fail(...)`. */
+kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
+    KILN_PRINTF(3, 4);
+/* 1 when x is usable in g; otherwise records why (naming fn) and returns 0.
+   A graph that already failed returns 0 silently. */
+int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x);
+/* Appends a node with the given inputs; the caller fills attrs after. */
+kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
+                          kiln_shape shape, kiln_node *const *in, int n_in);
+void *kiln_graph_alloc(kiln_graph *g, size_t bytes);
+const char *kiln_graph_strdup(kiln_graph *g, const char *s);
+
+/* Builders used by composites and gradient rules (no public checks). */
+kiln_node *kiln_unary_op(kiln_graph *g, kiln_op op, kiln_node *x);
+kiln_node *kiln_binary_op(kiln_graph *g, kiln_op op, kiln_node *a,
+                          kiln_node *b);
+kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
+                          unsigned axes, int keepdims, const char *fn);
+/* Sums x over broadcast axes so it has shape s (gradient of a broadcast). */
+kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s);
+/* A constant of shape s filled with v. */
+kiln_node *kiln_zeros_like(kiln_graph *g, kiln_node *x);
+
+#endif

@@ -1,0 +1,139 @@
+/* Composite ops, defined by their decomposition into primitives; autodiff
+   differentiates the decomposition. */
+#include <math.h>
+
+#include "graph/graph.h"
+
+kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)
+{
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, "kiln_gelu", x))
+        return &g->poison;
+    kiln_node *x3 = kiln_mul(g, kiln_mul(g, x, x), x);
+    kiln_node *inner = kiln_scale(g, kiln_add(g, x, kiln_scale(g, x3, 0.044715f)),
+                                  0.7978845608028654f); /* sqrt(2/pi) */
+    kiln_node *t = kiln_add(g, kiln_scalar(g, 1.0f), kiln_tanh(g, inner));
+    return kiln_mul(g, kiln_scale(g, x, 0.5f), t);
+}
+
+kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x)
+{
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, "kiln_gelu_erf", x))
+        return &g->poison;
+    kiln_node *e = kiln_erf(g, kiln_scale(g, x, 0.7071067811865476f));
+    return kiln_mul(g, kiln_scale(g, x, 0.5f),
+                    kiln_add(g, kiln_scalar(g, 1.0f), e));
+}
+
+/* x minus its (gradient-free) max along axis: softmax is invariant to the
+   shift, so no gradient needs to flow through the max. */
+static kiln_node *shifted(kiln_graph *g, kiln_node *x, int axis, const char *fn)
+{
+    if (!kiln_graph_check(g, fn, x))
+        return &g->poison;
+    int nd = x->shape.ndim;
+    if (axis < -nd || axis >= nd)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: axis %d out of range for %d dims",
+                               fn, axis, nd);
+    unsigned ax = 1u << (axis < 0 ? axis + nd : axis);
+    kiln_node *m = kiln_stop_gradient(g, kiln_reduce_max(g, x, ax, 1));
+    return kiln_sub(g, x, m);
+}
+
+kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis)
+{
+    if (!g)
+        return NULL;
+    kiln_node *z = shifted(g, x, axis, "kiln_softmax");
+    if (z->op == KILN_OP_ERROR)
+        return z;
+    int nd = x->shape.ndim;
+    kiln_node *e = kiln_exp(g, z);
+    return kiln_div(g, e, kiln_sum(g, e, 1u << (axis < 0 ? axis + nd : axis), 1));
+}
+
+kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis)
+{
+    if (!g)
+        return NULL;
+    kiln_node *z = shifted(g, x, axis, "kiln_log_softmax");
+    if (z->op == KILN_OP_ERROR)
+        return z;
+    int nd = x->shape.ndim;
+    unsigned ax = 1u << (axis < 0 ? axis + nd : axis);
+    return kiln_sub(g, z, kiln_log(g, kiln_sum(g, kiln_exp(g, z), ax, 1)));
+}
+
+kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b)
+{
+    if (!g)
+        return NULL;
+    return kiln_add(g, kiln_matmul(g, x, w, 0, 0), b);
+}
+
+kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs, kiln_node *onehot,
+                              kiln_node *n, float log_min)
+{
+    const char *fn = "kiln_cross_entropy";
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, probs) || !kiln_graph_check(g, fn, onehot) ||
+        !kiln_graph_check(g, fn, n))
+        return &g->poison;
+    if (!kiln_shape_equal(probs->shape, onehot->shape)) {
+        char b1[96], b2[96];
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: probabilities %s and one-hot labels %s differ",
+                               fn, kiln_shape_str(probs->shape, b1, sizeof b1),
+                               kiln_shape_str(onehot->shape, b2, sizeof b2));
+    }
+    kiln_node *clipped = kiln_max(g, probs, kiln_scalar(g, expf(log_min)));
+    kiln_node *s = kiln_sum(g, kiln_mul(g, kiln_log(g, clipped), onehot),
+                            KILN_ALL_AXES, 0);
+    return kiln_neg(g, kiln_div(g, s, n));
+}
+
+kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
+                                      kiln_node *labels)
+{
+    const char *fn = "kiln_softmax_cross_entropy";
+    char b1[96], b2[96];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, logits) || !kiln_graph_check(g, fn, labels))
+        return &g->poison;
+    if (logits->shape.ndim != 2 || labels->shape.ndim != 1 ||
+        labels->shape.d[0] != logits->shape.d[0])
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: logits %s and labels %s: want [N,C] and [N]",
+                               fn, kiln_shape_str(logits->shape, b1, sizeof b1),
+                               kiln_shape_str(labels->shape, b2, sizeof b2));
+    if (labels->dtype != KILN_I32)
+        return kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: labels have dtype %s, expected i32",
+                               fn, kiln_dtype_name(labels->dtype));
+    kiln_node *lp = kiln_log_softmax(g, logits, 1);
+    kiln_node *oh = kiln_one_hot(g, labels, (int)logits->shape.d[1]);
+    kiln_node *picked = kiln_sum(g, kiln_mul(g, lp, oh), KILN_ALL_AXES, 0);
+    int64_t n = logits->shape.d[0];
+    return kiln_scale(g, picked, n ? -1.0f / (float)n : 0.0f);
+}
+
+kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y)
+{
+    const char *fn = "kiln_binary_cross_entropy";
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, p) || !kiln_graph_check(g, fn, y))
+        return &g->poison;
+    const float eps = 1e-7f;
+    kiln_node *pc = kiln_min(g, kiln_max(g, p, kiln_scalar(g, eps)),
+                             kiln_scalar(g, 1.0f - eps));
+    kiln_node *one = kiln_scalar(g, 1.0f);
+    kiln_node *t = kiln_add(g, kiln_mul(g, y, kiln_log(g, pc)),
+                            kiln_mul(g, kiln_sub(g, one, y),
+                                     kiln_log(g, kiln_sub(g, one, pc))));
+    return kiln_neg(g, kiln_mean(g, t, KILN_ALL_AXES, 0));
+}

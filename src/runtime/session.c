@@ -1,0 +1,246 @@
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+kiln_session *kiln_session_new(const kiln_session_options *opt)
+{
+    kiln_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    kiln_rng_seed(&s->rng, opt ? opt->seed : 42);
+    s->threads = opt ? opt->threads : 0;
+    return s;
+}
+
+void kiln_session_free(kiln_session *s)
+{
+    if (!s)
+        return;
+    while (s->n_funcs > 0)
+        kiln_function_free(s->funcs[s->n_funcs - 1]);
+    free(s->funcs);
+    for (int i = 0; i < s->n_vars; i++) {
+        free(s->vars[i].name);
+        free(s->vars[i].data);
+    }
+    free(s->vars);
+    free(s);
+}
+
+kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
+                              ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    kiln_set_last_error("%s", s->err);
+    return st;
+}
+
+const char *kiln_session_error(const kiln_session *s)
+{
+    return s ? s->err : "session is NULL";
+}
+
+kiln_rng *kiln_session_rng(kiln_session *s) { return s ? &s->rng : NULL; }
+
+kiln_var *kiln_session_find(const kiln_session *s, const char *name)
+{
+    for (int i = 0; i < s->n_vars; i++)
+        if (strcmp(s->vars[i].name, name) == 0)
+            return &s->vars[i];
+    return NULL;
+}
+
+int kiln_session_num_variables(const kiln_session *s) { return s ? s->n_vars : 0; }
+
+kiln_status kiln_session_variable_info(const kiln_session *s, int i,
+                                       kiln_param_info *info)
+{
+    if (!s || !info || i < 0 || i >= s->n_vars)
+        return KILN_ERR_ARG;
+    const kiln_var *v = &s->vars[i];
+    info->name = v->name;
+    info->dtype = v->dtype;
+    info->shape = v->shape;
+    info->trainable = v->trainable;
+    info->data = v->data;
+    return KILN_OK;
+}
+
+kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
+                           kiln_rng *rng)
+{
+    int64_t n = kiln_shape_numel(shape);
+    double lim;
+    switch (init.kind) {
+    case KILN_INIT_ZEROS:
+        memset(data, 0, (size_t)n * sizeof *data);
+        return KILN_OK;
+    case KILN_INIT_ONES:
+    case KILN_INIT_VALUE:
+        for (int64_t i = 0; i < n; i++)
+            data[i] = init.kind == KILN_INIT_ONES ? 1.0f : (float)init.a;
+        return KILN_OK;
+    case KILN_INIT_VALUES:
+        if (!init.values && n) {
+            kiln_set_last_error("kiln_init_fill: values is NULL");
+            return KILN_ERR_ARG;
+        }
+        if (n)
+            memcpy(data, init.values, (size_t)n * sizeof *data);
+        return KILN_OK;
+    case KILN_INIT_UNIFORM:
+        for (int64_t i = 0; i < n; i++)
+            data[i] = (float)(init.a + (init.b - init.a) * kiln_rng_uniform(rng));
+        return KILN_OK;
+    case KILN_INIT_NORMAL:
+        for (int64_t i = 0; i < n; i++)
+            data[i] = (float)(init.a + init.b * kiln_rng_normal(rng));
+        return KILN_OK;
+    case KILN_INIT_GLOROT_UNIFORM: {
+        int64_t fan_out = shape.ndim ? shape.d[shape.ndim - 1] : 1;
+        int64_t fan_in = shape.ndim > 1 && fan_out ? n / fan_out : fan_out;
+        lim = sqrt(6.0 / (double)(fan_in + fan_out > 0 ? fan_in + fan_out : 1));
+        for (int64_t i = 0; i < n; i++)
+            data[i] = (float)(lim * (2.0 * kiln_rng_uniform(rng) - 1.0));
+        return KILN_OK;
+    }
+    }
+    kiln_set_last_error("kiln_init_fill: unknown initialiser %d", (int)init.kind);
+    return KILN_ERR_ARG;
+}
+
+static kiln_var *add_var(kiln_session *s, const char *name, kiln_dtype dt,
+                         kiln_shape shape, int trainable)
+{
+    if (s->n_vars == s->cap_vars) {
+        int cap = s->cap_vars ? 2 * s->cap_vars : 16;
+        kiln_var *vars = realloc(s->vars, (size_t)cap * sizeof *vars);
+        if (!vars)
+            return NULL;
+        s->vars = vars;
+        s->cap_vars = cap;
+    }
+    size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
+    void *data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    char *nm = strdup(name);
+    if (!data || !nm) {
+        free(data);
+        free(nm);
+        return NULL;
+    }
+    memset(data, 0, bytes);
+    kiln_var *v = &s->vars[s->n_vars++];
+    *v = (kiln_var){nm, dt, shape, data, trainable};
+    return v;
+}
+
+kiln_status kiln_session_declare(kiln_session *s, const char *name,
+                                 kiln_dtype dt, kiln_shape shape,
+                                 kiln_init init, int trainable)
+{
+    char b1[96], b2[96];
+    if (!s)
+        return KILN_ERR_ARG;
+    if (!name || !*name)
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_session_declare: a variable needs a name");
+    kiln_var *v = kiln_session_find(s, name);
+    if (v) {
+        if (v->dtype != dt || !kiln_shape_equal(v->shape, shape))
+            return kiln_session_fail(
+                s, KILN_ERR_SHAPE,
+                "variable '%s' is %s%s in the session, the graph wants %s%s",
+                name, kiln_dtype_name(v->dtype),
+                kiln_shape_str(v->shape, b1, sizeof b1), kiln_dtype_name(dt),
+                kiln_shape_str(shape, b2, sizeof b2));
+        return KILN_OK;
+    }
+    if (!kiln_dtype_supported(dt) || !kiln_shape_valid(shape))
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_session_declare: '%s': bad dtype or shape",
+                                 name);
+    v = add_var(s, name, dt, shape, trainable);
+    if (!v)
+        return kiln_session_fail(s, KILN_ERR_MEMORY,
+                                 "variable '%s': out of memory", name);
+    if (dt == KILN_F32) {
+        if (kiln_init_fill(init, shape, v->data, &s->rng) != KILN_OK)
+            return kiln_session_fail(s, KILN_ERR_ARG, "variable '%s': %s", name,
+                                     kiln_last_error());
+    } else if (init.kind == KILN_INIT_ONES || init.kind == KILN_INIT_VALUE) {
+        int32_t *d = v->data;
+        for (int64_t i = 0; i < kiln_shape_numel(shape); i++)
+            d[i] = init.kind == KILN_INIT_ONES ? 1 : (int32_t)init.a;
+    }
+    return KILN_OK;
+}
+
+kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v)
+{
+    if (kiln_session_declare(s, v->name, v->dtype, v->shape, v->at.init,
+                             v->at.trainable) != KILN_OK)
+        return NULL;
+    kiln_var *var = kiln_session_find(s, v->name);
+    var->trainable = v->at.trainable;
+    return var;
+}
+
+static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
+                        const char *fn)
+{
+    char b1[96], b2[96];
+    if (!s)
+        return NULL;
+    if (!name || !t) {
+        kiln_session_fail(s, KILN_ERR_ARG, "%s: name or tensor is NULL", fn);
+        return NULL;
+    }
+    kiln_var *v = kiln_session_find(s, name);
+    if (!v) {
+        kiln_session_fail(s, KILN_ERR_NOTFOUND, "%s: no variable named '%s'", fn,
+                          name);
+        return NULL;
+    }
+    if (v->dtype != t->dtype || !kiln_shape_equal(v->shape, t->shape)) {
+        kiln_session_fail(s, KILN_ERR_SHAPE,
+                          "%s: variable '%s' is %s%s, tensor is %s%s", fn, name,
+                          kiln_dtype_name(v->dtype),
+                          kiln_shape_str(v->shape, b1, sizeof b1),
+                          kiln_dtype_name(t->dtype),
+                          kiln_shape_str(t->shape, b2, sizeof b2));
+        return NULL;
+    }
+    return v;
+}
+
+kiln_status kiln_variable_read(kiln_session *s, const char *name,
+                               kiln_tensor *out)
+{
+    kiln_var *v = lookup(s, name, out, "kiln_variable_read");
+    if (!v)
+        return s ? (out && name && kiln_session_find(s, name) ? KILN_ERR_SHAPE
+                    : out && name                             ? KILN_ERR_NOTFOUND
+                                                              : KILN_ERR_ARG)
+                 : KILN_ERR_ARG;
+    memcpy(out->data, v->data, kiln_tensor_bytes(out));
+    return KILN_OK;
+}
+
+kiln_status kiln_variable_write(kiln_session *s, const char *name,
+                                const kiln_tensor *t)
+{
+    kiln_var *v = lookup(s, name, t, "kiln_variable_write");
+    if (!v)
+        return s ? (t && name && kiln_session_find(s, name) ? KILN_ERR_SHAPE
+                    : t && name                             ? KILN_ERR_NOTFOUND
+                                                            : KILN_ERR_ARG)
+                 : KILN_ERR_ARG;
+    memcpy(v->data, t->data, kiln_tensor_bytes(t));
+    return KILN_OK;
+}
