@@ -454,6 +454,78 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                            kiln_tensor *const *feeds, int n_feed, double eps,
                            double tol, kiln_gradcheck_result *res);
 
+/* ---------------------------------------------------------------- data */
+
+/* Loads an MNIST-format split from dir (train = 1: train-*, 0: t10k-*),
+   plain or .gz IDX files: images f32 [N, rows*cols] multiplied by scale,
+   labels i32 [N].  KILN_ERR_IO (kiln_last_error) when files are missing or
+   bad, or the counts differ. */
+kiln_status kiln_mnist_load(const char *dir, int train, float scale,
+                            kiln_tensor **images, kiln_tensor **labels);
+
+/* Mini-batches over rows of x (and y): seeded shuffling, optional drop of
+   the last partial batch. */
+typedef struct kiln_batcher kiln_batcher;
+/* x and y (may be NULL) share their first dimension; they must outlive the
+   batcher.  NULL (kiln_last_error) on bad arguments. */
+kiln_batcher *kiln_batcher_new(const kiln_tensor *x, const kiln_tensor *y,
+                               int batch, int shuffle, int drop_last,
+                               uint64_t seed);
+void kiln_batcher_free(kiln_batcher *b);
+/* Copies the next batch into xb and yb (shaped [batch, ...]); returns the
+   number of rows copied, 0 at the end of the epoch (then starts a new,
+   reshuffled epoch), -1 on a shape mismatch (kiln_last_error). */
+int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb);
+/* Batches per epoch. */
+int64_t kiln_batcher_num_batches(const kiln_batcher *b);
+/* The shuffling RNG, for checkpoints. */
+kiln_rng *kiln_batcher_rng(kiln_batcher *b);
+
+/* ngraph-python's gendata.MixtureGenerator: n_classes Gaussian mixtures in
+   dims dimensions; class c has an affine map A_c and offset b_c drawn
+   uniform in (-1, 1); a sample is A_c N(0, 0.3^2 I) + b_c with c drawn from
+   the priors pvals. */
+typedef struct kiln_mixture kiln_mixture;
+/* NULL (kiln_last_error) on bad arguments. */
+kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
+                               uint64_t seed);
+void kiln_mixture_free(kiln_mixture *m);
+/* Draws n samples: x [n, dims] row-major and labels y [n]. */
+kiln_status kiln_mixture_batch(kiln_mixture *m, int n, float *x, int32_t *y);
+/* The mean of class c (its offset b_c), dims floats; NULL when out of
+   range. */
+const float *kiln_mixture_mean(const kiln_mixture *m, int c);
+
+/* A terminal progress bar (plain lines when out is not a terminal). */
+typedef struct kiln_progress {
+    FILE *out;
+    const char *label;
+    int64_t total, done;
+    double start, last_draw;
+    int tty;
+} kiln_progress;
+void kiln_progress_begin(kiln_progress *p, FILE *out, const char *label,
+                         int64_t total);
+/* Advances to done steps; shows the running loss, samples/s and ETA. */
+void kiln_progress_update(kiln_progress *p, int64_t done, double loss,
+                          double samples_per_step);
+void kiln_progress_end(kiln_progress *p, const char *summary);
+
+/* Monotonic seconds. */
+double kiln_now(void);
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/* Saves every session variable (and the session RNG as "__rng__") to path:
+   .safetensors by extension, .npz otherwise.  Atomic.  KILN_ERR_IO with the
+   session's error. */
+kiln_status kiln_session_save(kiln_session *s, const char *path);
+/* Loads variables saved by kiln_session_save or numpy.  Every tensor is
+   checked against an existing variable of the same name (dtype and shape)
+   before any is written; unknown names create new variables.  On any error
+   nothing changes. */
+kiln_status kiln_session_load(kiln_session *s, const char *path);
+
 /* ---------------------------------------------------------------- files */
 
 /* An ordered list of (name, tensor) pairs, as stored in .npz and

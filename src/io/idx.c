@@ -1,0 +1,140 @@
+/* IDX (the MNIST files): 2 zero bytes, an element type byte, the number of
+   dimensions, one big-endian u32 per dimension, then the data.  zlib's gz
+   functions read both plain and gzip-compressed files. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "io/io_util.h"
+#include "kiln.h"
+
+#ifdef KILN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+/* 2^31 bytes: eight times the full MNIST training set is still far under
+   this, and a corrupt header cannot ask for more. */
+#define IDX_MAX_NUMEL (INT64_C(1) << 31)
+#define IDX_TYPE_U8 0x08
+
+#ifdef KILN_HAVE_ZLIB
+typedef gzFile idx_file;
+
+static idx_file idx_open(const char *path) {
+    return gzopen(path, "rb");
+}
+static void idx_close(idx_file f) {
+    gzclose(f);
+}
+
+static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+    int errnum;
+    int k = gzread((gzFile)ctx, buf, (unsigned)(n < (1u << 30) ? n : 1u << 30));
+    if (k < 0)
+        return io_fail(e, "read failed: %s", gzerror((gzFile)ctx, &errnum));
+    return k;
+}
+#else
+typedef FILE *idx_file;
+
+static idx_file idx_open(const char *path) {
+    return fopen(path, "rb");
+}
+static void idx_close(idx_file f) {
+    fclose(f);
+}
+
+static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+    size_t k = fread(buf, 1, n, (FILE *)ctx);
+    if (k < n && ferror((FILE *)ctx))
+        return io_fail(e, "read failed: %s", strerror(errno));
+    return (int64_t)k;
+}
+#endif
+
+static int read_exact(io_reader *r, unsigned char *buf, size_t n, io_err *e) {
+    size_t got = 0;
+    while (got < n) {
+        int64_t k = r->read(r->ctx, buf + got, n - got, e);
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            return io_fail(e, "truncated IDX header");
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+static int check_magic(const unsigned char m[4], io_err *e) {
+    if (m[0] == 0x1f && m[1] == 0x8b)
+        return io_fail(e, "gzip file, but Kiln was built without zlib");
+    if (m[0] != 0 || m[1] != 0)
+        return io_fail(e,
+                       "bad IDX magic 0x%02x%02x%02x%02x (expected "
+                       "0x000008nn)",
+                       m[0], m[1], m[2], m[3]);
+    if (m[2] != IDX_TYPE_U8)
+        return io_fail(e,
+                       "IDX element type 0x%02x not supported (only 0x08, "
+                       "unsigned byte)",
+                       m[2]);
+    if (m[3] < 1 || m[3] > 4)
+        return io_fail(e, "IDX file has %d dimensions (1 to 4 supported)",
+                       m[3]);
+    return 0;
+}
+
+static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e) {
+    unsigned char m[4], dims[16];
+    if (read_exact(r, m, 4, e) || check_magic(m, e) ||
+        read_exact(r, dims, 4u * m[3], e))
+        return -1;
+    shape->ndim = m[3];
+    for (int i = 0; i < shape->ndim; i++)
+        shape->d[i] = io_load_be32(dims + 4 * i);
+    if (io_checked_numel(*shape, IDX_MAX_NUMEL) < 0)
+        return io_fail(e, "IDX dimensions too large");
+    return 0;
+}
+
+static kiln_tensor *read_idx(io_reader *r, kiln_dtype as, io_err *e) {
+    kiln_shape shape;
+    if (read_idx_header(r, &shape, e))
+        return NULL;
+    kiln_tensor *t = kiln_tensor_new(as, shape);
+    if (!t) {
+        io_fail(e, "%s", kiln_last_error());
+        return NULL;
+    }
+    if (io_read_tensor(r, IO_U8, t, e) ||
+        io_expect_end(r, kiln_tensor_numel(t), e)) {
+        kiln_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as) {
+    if (!path || (as != KILN_F32 && as != KILN_I32)) {
+        kiln_set_last_error("kiln_idx_read: %s", path ? "dtype must be f32 "
+                                                        "or i32"
+                                                      : "NULL path");
+        return NULL;
+    }
+    io_err e = IO_ERR_INIT;
+    errno = 0;
+    idx_file f = idx_open(path);
+    if (!f) {
+        kiln_set_last_error("kiln_idx_read: %s: cannot open: %s", path,
+                            errno ? strerror(errno) : "out of memory");
+        return NULL;
+    }
+    io_reader r = {idx_reader_read, f};
+    kiln_tensor *t = read_idx(&r, as, &e);
+    idx_close(f);
+    if (!t)
+        kiln_set_last_error("kiln_idx_read: %s: %s", path, e.msg);
+    return t;
+}

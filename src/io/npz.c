@@ -1,0 +1,288 @@
+/* .npz: a zip archive (libzip) of .npy members, as np.savez writes it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "io/atomic_file.h"
+#include "io/formats.h"
+#include "io/npy.h"
+#include "kiln.h"
+
+#ifdef KILN_HAVE_LIBZIP
+#include <zip.h>
+
+/* ------------------------------------------------------------ reading */
+
+static int64_t zip_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+    zip_file_t *zf = ctx;
+    zip_int64_t k = zip_fread(zf, buf, n);
+    if (k < 0)
+        return io_fail(e, "read failed: %s", zip_file_strerror(zf));
+    return k;
+}
+
+/* "W0.npy" -> "W0"; members that are not .npy arrays are an error, as
+   np.load would hand them back as raw bytes. */
+static int member_tensor_name(const char *member, char *name, size_t cap,
+                              io_err *e) {
+    size_t n = strlen(member);
+    if (n <= 4 || strcmp(member + n - 4, ".npy") != 0)
+        return io_fail(e, "member '%s' is not a .npy array", member);
+    if (n - 4 >= cap)
+        return io_fail(e, "member name '%s' is too long", member);
+    memcpy(name, member, n - 4);
+    name[n - 4] = '\0';
+    return 0;
+}
+
+/* The zip directory's size for the member must match the header's shape
+   before anything is allocated from that shape. */
+static int check_member_size(const npy_header *h, zip_uint64_t size,
+                             io_err *e) {
+    uint64_t want = (uint64_t)h->numel * io_elem_size(h->elem);
+    uint64_t have = size - (uint64_t)h->header_bytes;
+    if (size < (uint64_t)h->header_bytes || have != want) {
+        char s[128];
+        return io_fail(e,
+                       "truncated or size mismatch: shape %s of %s needs "
+                       "%" PRIu64 " data bytes, the member has %" PRIu64,
+                       kiln_shape_str(h->shape, s, sizeof s),
+                       io_elem_name(h->elem), want,
+                       size < (uint64_t)h->header_bytes ? 0 : have);
+    }
+    return 0;
+}
+
+static int load_member_data(io_reader *r, const npy_header *h, const char *name,
+                            kiln_tensor_list *out, io_err *e) {
+    kiln_tensor *t = kiln_tensor_new(io_elem_natural(h->elem), h->shape);
+    if (!t) {
+        e->status = KILN_ERR_MEMORY;
+        return io_fail(e, "%s", kiln_last_error());
+    }
+    /* Reading to the end makes libzip verify the member's CRC. */
+    if (io_read_tensor(r, h->elem, t, e) ||
+        io_expect_end(r, h->numel * (int64_t)io_elem_size(h->elem), e)) {
+        kiln_tensor_free(t);
+        return -1;
+    }
+    return io_list_add(out, name, t, e);
+}
+
+static int load_member(zip_t *za, zip_uint64_t i, kiln_tensor_list *out,
+                       io_info_fn fn, void *ctx, io_err *e) {
+    zip_stat_t st;
+    char name[IO_NAME_MAX + 1];
+    if (zip_stat_index(za, i, 0, &st) != 0)
+        return io_fail(e, "cannot stat member %" PRIu64 ": %s", (uint64_t)i,
+                       zip_strerror(za));
+    if (member_tensor_name(st.name, name, sizeof name, e))
+        return -1;
+    zip_file_t *zf = zip_fopen_index(za, i, 0);
+    if (!zf)
+        return io_fail(e, "member '%s': cannot open: %s", st.name,
+                       zip_strerror(za));
+    io_reader r = {zip_reader_read, zf};
+    npy_header h;
+    int rc = npy_read_header(&r, &h, e) || check_member_size(&h, st.size, e);
+    if (!rc && out)
+        rc = load_member_data(&r, &h, name, out, e);
+    else if (!rc && fn)
+        fn(ctx, name, h.elem, h.shape);
+    zip_fclose(zf);
+    if (rc)
+        return io_prefix(e, "member '%s': ", st.name);
+    return 0;
+}
+
+static zip_t *open_archive(const char *path, io_err *e) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        io_fail(e, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    int code = 0;
+    zip_t *za = zip_fdopen(fd, ZIP_CHECKCONS, &code);
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, code);
+        io_fail(e, "not a valid zip archive: %s", zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        close(fd);
+    }
+    return za;
+}
+
+int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
+             io_err *e) {
+    zip_t *za = open_archive(path, e);
+    if (!za)
+        return -1;
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    int rc = 0;
+    for (zip_int64_t i = 0; i < n && !rc; i++)
+        rc = load_member(za, (zip_uint64_t)i, out, fn, ctx, e);
+    zip_discard(za);
+    return rc;
+}
+
+kiln_tensor_list *kiln_npz_read(const char *path) {
+    if (!path) {
+        kiln_set_last_error("kiln_npz_read: NULL path");
+        return NULL;
+    }
+    io_err e = IO_ERR_INIT;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    if (!l)
+        return NULL;
+    if (npz_load(path, l, NULL, NULL, &e)) {
+        kiln_tensor_list_free(l);
+        kiln_set_last_error("kiln_npz_read: %s: %s", path, e.msg);
+        return NULL;
+    }
+    return l;
+}
+
+/* ------------------------------------------------------------ writing */
+
+/* What must outlive zip_close: libzip reads the sources only then. */
+typedef struct npz_pending {
+    unsigned char (*headers)[NPY_HEADER_MAX];
+    void **swapped; /* byte-swapped copies, big-endian hosts only */
+    int count;
+} npz_pending;
+
+static void pending_free(npz_pending *p) {
+    for (int i = 0; i < p->count && p->swapped; i++)
+        free(p->swapped[i]);
+    free(p->swapped);
+    free(p->headers);
+}
+
+/* One member: the header and the tensor's own bytes as two fragments, so
+   the data is not copied. */
+static int add_member(zip_t *za, const char *name, const kiln_tensor *t,
+                      npz_pending *p, int i, int compress, io_err *e) {
+    io_elem el;
+    if (io_elem_of_dtype(kiln_tensor_dtype(t), &el, e))
+        return io_prefix(e, "tensor '%s': ", name);
+    const void *data = io_le_data(t, &p->swapped[i], e);
+    if (!data)
+        return -1;
+    zip_buffer_fragment_t frag[2];
+    frag[0].data = p->headers[i];
+    frag[0].length = npy_format_header(p->headers[i], el, kiln_tensor_shape(t));
+    frag[1].data = (zip_uint8_t *)data;
+    frag[1].length = (zip_uint64_t)kiln_tensor_numel(t) * io_elem_size(el);
+    char member[IO_NAME_MAX + 8];
+    if (strlen(name) > IO_NAME_MAX)
+        return io_fail(e, "tensor name '%.40s...' is too long", name);
+    snprintf(member, sizeof member, "%s.npy", name);
+    zip_source_t *src =
+        zip_source_buffer_fragment(za, frag, frag[1].length ? 2 : 1, 0);
+    zip_int64_t idx = src ? zip_file_add(za, member, src, 0) : -1;
+    if (idx < 0) {
+        zip_source_free(src);
+        return io_fail(e, "cannot add '%s': %s", member, zip_strerror(za));
+    }
+    if (zip_set_file_compression(za, (zip_uint64_t)idx,
+                                 compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0))
+        return io_fail(e, "cannot set compression: %s", zip_strerror(za));
+    return 0;
+}
+
+/* libzip deletes an archive with no members on close; numpy writes the
+   bare end-of-central-directory record instead, and so do we. */
+static int write_empty_zip(io_atomic *a, io_err *e) {
+    static const unsigned char eocd[22] = {'P', 'K', 5, 6};
+    if (write(a->fd, eocd, sizeof eocd) != (ssize_t)sizeof eocd)
+        return io_fail(e, "cannot write '%s': %s", a->tmp, strerror(errno));
+    return 0;
+}
+
+static int write_members(const char *tmp, const kiln_tensor_list *l,
+                         int compress, io_err *e) {
+    int n = kiln_tensor_list_count(l), code = 0, rc = 0;
+    npz_pending p = {calloc((size_t)n, NPY_HEADER_MAX),
+                     calloc((size_t)n, sizeof(void *)), n};
+    zip_t *za = p.headers && p.swapped
+                    ? zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &code)
+                    : NULL;
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, code);
+        rc = io_fail(e, "cannot create zip archive: %s",
+                     zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+    } else {
+        for (int i = 0; i < n && !rc; i++)
+            rc = add_member(za, kiln_tensor_list_name(l, i),
+                            kiln_tensor_list_get(l, i), &p, i, compress, e);
+        if (!rc && zip_close(za) != 0)
+            rc = io_fail(e, "cannot write zip archive: %s", zip_strerror(za));
+        if (rc)
+            zip_discard(za);
+    }
+    pending_free(&p);
+    return rc;
+}
+
+kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
+                           int compress) {
+    if (!path || !l) {
+        kiln_set_last_error("kiln_npz_write: NULL %s", path ? "list" : "path");
+        return KILN_ERR_ARG;
+    }
+    io_err e = IO_ERR_INIT;
+    io_atomic a;
+    int rc = io_atomic_begin(&a, path, &e);
+    if (!rc && kiln_tensor_list_count(l) == 0) {
+        rc = write_empty_zip(&a, &e);
+    } else if (!rc) {
+        /* libzip replaces the file by name, so our descriptor is stale. */
+        close(a.fd);
+        a.fd = -1;
+        rc = write_members(a.tmp, l, compress, &e);
+    }
+    if (!rc)
+        rc = io_atomic_commit(&a, &e);
+    else if (a.path)
+        io_atomic_abort(&a);
+    if (rc) {
+        kiln_set_last_error("kiln_npz_write: %s: %s", path, e.msg);
+        return e.status;
+    }
+    return KILN_OK;
+}
+
+#else /* !KILN_HAVE_LIBZIP */
+
+static int no_libzip(io_err *e) {
+    return io_fail(e, "built without libzip: .npz files unsupported");
+}
+
+int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
+             io_err *e) {
+    (void)path, (void)out, (void)fn, (void)ctx;
+    return no_libzip(e);
+}
+
+kiln_tensor_list *kiln_npz_read(const char *path) {
+    kiln_set_last_error("kiln_npz_read: %s: built without libzip",
+                        path ? path : "(null)");
+    return NULL;
+}
+
+kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
+                           int compress) {
+    (void)l, (void)compress;
+    kiln_set_last_error("kiln_npz_write: %s: built without libzip",
+                        path ? path : "(null)");
+    return KILN_ERR_IO;
+}
+
+#endif

@@ -1,0 +1,119 @@
+/* kiln_tensor_list: the in-memory form of a checkpoint file.  Lookups are
+   linear: lists hold tens of tensors, and insertion order must be kept so
+   that files round-trip in the order they were written. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "io/formats.h"
+#include "kiln.h"
+
+typedef struct list_entry {
+    char *name;
+    kiln_tensor *tensor;
+} list_entry;
+
+struct kiln_tensor_list {
+    list_entry *items;
+    int count, capacity;
+};
+
+kiln_tensor_list *kiln_tensor_list_new(void) {
+    kiln_tensor_list *l = calloc(1, sizeof *l);
+    if (!l)
+        kiln_set_last_error("kiln_tensor_list_new: out of memory");
+    return l;
+}
+
+void kiln_tensor_list_free(kiln_tensor_list *l) {
+    if (!l)
+        return;
+    for (int i = 0; i < l->count; i++) {
+        free(l->items[i].name);
+        kiln_tensor_free(l->items[i].tensor);
+    }
+    free(l->items);
+    free(l);
+}
+
+int kiln_tensor_list_count(const kiln_tensor_list *l) {
+    return l ? l->count : 0;
+}
+
+const char *kiln_tensor_list_name(const kiln_tensor_list *l, int i) {
+    if (!l || i < 0 || i >= l->count)
+        return NULL;
+    return l->items[i].name;
+}
+
+kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i) {
+    if (!l || i < 0 || i >= l->count)
+        return NULL;
+    return l->items[i].tensor;
+}
+
+kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l,
+                                   const char *name) {
+    if (!l || !name)
+        return NULL;
+    for (int i = 0; i < l->count; i++)
+        if (strcmp(l->items[i].name, name) == 0)
+            return l->items[i].tensor;
+    return NULL;
+}
+
+static int grow(kiln_tensor_list *l) {
+    if (l->count < l->capacity)
+        return 0;
+    int cap = l->capacity ? 2 * l->capacity : 8;
+    list_entry *items = realloc(l->items, (size_t)cap * sizeof *items);
+    if (!items)
+        return -1;
+    l->items = items;
+    l->capacity = cap;
+    return 0;
+}
+
+kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
+                                 kiln_tensor *t) {
+    if (!l || !name || !t || !name[0]) {
+        kiln_set_last_error("kiln_tensor_list_add: %s",
+                            !l                  ? "NULL list"
+                            : !name || !name[0] ? "empty or NULL name"
+                                                : "NULL tensor");
+        return KILN_ERR_ARG;
+    }
+    if (kiln_tensor_list_find(l, name)) {
+        kiln_set_last_error("kiln_tensor_list_add: duplicate name '%s'", name);
+        return KILN_ERR_ARG;
+    }
+    size_t n = strlen(name);
+    char *copy = malloc(n + 1);
+    if (!copy || grow(l)) {
+        free(copy);
+        kiln_set_last_error("kiln_tensor_list_add: out of memory");
+        return KILN_ERR_MEMORY;
+    }
+    memcpy(copy, name, n + 1);
+    l->items[l->count].name = copy;
+    l->items[l->count].tensor = t;
+    l->count++;
+    return KILN_OK;
+}
+
+int io_list_add(kiln_tensor_list *out, const char *name, kiln_tensor *t,
+                io_err *e) {
+    if (kiln_tensor_list_find(out, name)) {
+        kiln_tensor_free(t);
+        return io_fail(e, "tensor name '%s' appears twice", name);
+    }
+    kiln_status st = kiln_tensor_list_add(out, name, t);
+    if (st != KILN_OK) {
+        kiln_tensor_free(t);
+        e->status = st;
+        return io_fail(e, "%s",
+                       st == KILN_ERR_MEMORY ? "out of memory"
+                                             : "bad tensor name");
+    }
+    return 0;
+}

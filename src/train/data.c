@@ -1,0 +1,278 @@
+/* Datasets: MNIST loading, mini-batching and the Gaussian-mixture
+   generator. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/tensor.h"
+
+static kiln_tensor *read_idx_any(const char *dir, const char *stem,
+                                 kiln_dtype as)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, stem);
+    if (access(path, R_OK) != 0) {
+        snprintf(path, sizeof path, "%s/%s.gz", dir, stem);
+        if (access(path, R_OK) != 0) {
+            kiln_set_last_error("MNIST: %s/%s not found (plain or .gz); run "
+                                "scripts/setup",
+                                dir, stem);
+            return NULL;
+        }
+    }
+    return kiln_idx_read(path, as);
+}
+
+kiln_status kiln_mnist_load(const char *dir, int train, float scale,
+                            kiln_tensor **images, kiln_tensor **labels)
+{
+    if (!dir || !images || !labels) {
+        kiln_set_last_error("kiln_mnist_load: NULL argument");
+        return KILN_ERR_ARG;
+    }
+    *images = *labels = NULL;
+    const char *pre = train ? "train" : "t10k";
+    char stem[64];
+    snprintf(stem, sizeof stem, "%s-images-idx3-ubyte", pre);
+    kiln_tensor *x = read_idx_any(dir, stem, KILN_F32);
+    if (!x)
+        return KILN_ERR_IO;
+    snprintf(stem, sizeof stem, "%s-labels-idx1-ubyte", pre);
+    kiln_tensor *y = read_idx_any(dir, stem, KILN_I32);
+    if (!y) {
+        kiln_tensor_free(x);
+        return KILN_ERR_IO;
+    }
+    if (x->shape.ndim != 3 || y->shape.ndim != 1 || x->shape.d[0] != y->shape.d[0]) {
+        kiln_set_last_error("MNIST %s: %lld images but %lld labels", pre,
+                            (long long)x->shape.d[0], (long long)y->shape.d[0]);
+        kiln_tensor_free(x);
+        kiln_tensor_free(y);
+        return KILN_ERR_IO;
+    }
+    x->shape = KILN_SHAPE(x->shape.d[0], x->shape.d[1] * x->shape.d[2]);
+    float *p = x->data;
+    for (int64_t i = 0; i < kiln_shape_numel(x->shape); i++)
+        p[i] *= scale;
+    *images = x;
+    *labels = y;
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------ batching */
+
+struct kiln_batcher {
+    const kiln_tensor *x, *y;
+    int64_t rows, *order, pos;
+    int batch, shuffle, drop_last;
+    kiln_rng rng;
+};
+
+static void shuffle_order(kiln_batcher *b)
+{
+    for (int64_t i = 0; i < b->rows; i++)
+        b->order[i] = i;
+    if (!b->shuffle)
+        return;
+    for (int64_t i = b->rows - 1; i > 0; i--) {
+        int64_t j = (int64_t)(kiln_rng_uniform(&b->rng) * (double)(i + 1));
+        int64_t t = b->order[i];
+        b->order[i] = b->order[j];
+        b->order[j] = t;
+    }
+}
+
+kiln_batcher *kiln_batcher_new(const kiln_tensor *x, const kiln_tensor *y,
+                               int batch, int shuffle, int drop_last,
+                               uint64_t seed)
+{
+    if (!x || x->shape.ndim < 1 || batch < 1) {
+        kiln_set_last_error("kiln_batcher_new: need a tensor with rows and a "
+                            "positive batch size");
+        return NULL;
+    }
+    if (y && (y->shape.ndim < 1 || y->shape.d[0] != x->shape.d[0])) {
+        kiln_set_last_error("kiln_batcher_new: x has %lld rows, y %lld",
+                            (long long)x->shape.d[0],
+                            (long long)(y->shape.ndim ? y->shape.d[0] : 0));
+        return NULL;
+    }
+    kiln_batcher *b = calloc(1, sizeof *b);
+    if (!b || !(b->order = malloc((size_t)(x->shape.d[0] + 1) * sizeof *b->order))) {
+        free(b);
+        kiln_set_last_error("kiln_batcher_new: out of memory");
+        return NULL;
+    }
+    b->x = x;
+    b->y = y;
+    b->rows = x->shape.d[0];
+    b->batch = batch;
+    b->shuffle = shuffle;
+    b->drop_last = drop_last;
+    kiln_rng_seed(&b->rng, seed);
+    shuffle_order(b);
+    return b;
+}
+
+void kiln_batcher_free(kiln_batcher *b)
+{
+    if (!b)
+        return;
+    free(b->order);
+    free(b);
+}
+
+int64_t kiln_batcher_num_batches(const kiln_batcher *b)
+{
+    if (!b)
+        return 0;
+    return b->drop_last ? b->rows / b->batch : (b->rows + b->batch - 1) / b->batch;
+}
+
+kiln_rng *kiln_batcher_rng(kiln_batcher *b) { return b ? &b->rng : NULL; }
+
+static int rows_match(const kiln_tensor *src, const kiln_tensor *dst, int batch)
+{
+    if (!src)
+        return dst == NULL;
+    if (!dst || dst->dtype != src->dtype || dst->shape.ndim != src->shape.ndim ||
+        dst->shape.d[0] != batch)
+        return 0;
+    for (int d = 1; d < src->shape.ndim; d++)
+        if (dst->shape.d[d] != src->shape.d[d])
+            return 0;
+    return 1;
+}
+
+static void copy_row(const kiln_tensor *src, kiln_tensor *dst, int64_t from,
+                     int64_t to)
+{
+    size_t row = kiln_tensor_bytes(src) / (size_t)(src->shape.d[0] ? src->shape.d[0] : 1);
+    memcpy((char *)dst->data + (size_t)to * row,
+           (const char *)src->data + (size_t)from * row, row);
+}
+
+int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
+{
+    if (!b || !rows_match(b->x, xb, b->batch) || !rows_match(b->y, yb, b->batch)) {
+        kiln_set_last_error("kiln_batcher_next: batch tensors must be shaped "
+                            "[batch, ...] like the data");
+        return -1;
+    }
+    int64_t left = b->rows - b->pos;
+    if (left <= 0 || (b->drop_last && left < b->batch)) {
+        b->pos = 0;
+        shuffle_order(b);
+        return 0;
+    }
+    int n = left < b->batch ? (int)left : b->batch;
+    for (int i = 0; i < n; i++) {
+        copy_row(b->x, xb, b->order[b->pos + i], i);
+        if (b->y)
+            copy_row(b->y, yb, b->order[b->pos + i], i);
+    }
+    b->pos += n;
+    return n;
+}
+
+/* ------------------------------------------------------------ mixtures */
+
+struct kiln_mixture {
+    int n_classes, dims;
+    double *cdf;
+    float *a, *b; /* per class: A [dims, dims], b [dims] */
+    kiln_rng rng;
+};
+
+kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
+                               uint64_t seed)
+{
+    if (!pvals || n_classes < 1 || dims < 1) {
+        kiln_set_last_error("kiln_mixture_new: need priors, classes >= 1, dims >= 1");
+        return NULL;
+    }
+    double total = 0;
+    for (int c = 0; c < n_classes; c++) {
+        if (!(pvals[c] >= 0)) {
+            kiln_set_last_error("kiln_mixture_new: prior %d is negative", c);
+            return NULL;
+        }
+        total += pvals[c];
+    }
+    if (total <= 0) {
+        kiln_set_last_error("kiln_mixture_new: priors sum to zero");
+        return NULL;
+    }
+    kiln_mixture *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->n_classes = n_classes;
+    m->dims = dims;
+    m->cdf = malloc((size_t)n_classes * sizeof *m->cdf);
+    m->a = malloc((size_t)n_classes * dims * dims * sizeof *m->a);
+    m->b = malloc((size_t)n_classes * dims * sizeof *m->b);
+    if (!m->cdf || !m->a || !m->b) {
+        kiln_mixture_free(m);
+        kiln_set_last_error("kiln_mixture_new: out of memory");
+        return NULL;
+    }
+    kiln_rng_seed(&m->rng, seed);
+    double acc = 0;
+    for (int c = 0; c < n_classes; c++) {
+        acc += pvals[c] / total;
+        m->cdf[c] = acc;
+    }
+    for (int i = 0; i < n_classes * dims * dims; i++)
+        m->a[i] = (float)(2 * kiln_rng_uniform(&m->rng) - 1);
+    for (int i = 0; i < n_classes * dims; i++)
+        m->b[i] = (float)(2 * kiln_rng_uniform(&m->rng) - 1);
+    return m;
+}
+
+void kiln_mixture_free(kiln_mixture *m)
+{
+    if (!m)
+        return;
+    free(m->cdf);
+    free(m->a);
+    free(m->b);
+    free(m);
+}
+
+const float *kiln_mixture_mean(const kiln_mixture *m, int c)
+{
+    return m && c >= 0 && c < m->n_classes ? m->b + (size_t)c * m->dims : NULL;
+}
+
+kiln_status kiln_mixture_batch(kiln_mixture *m, int n, float *x, int32_t *y)
+{
+    if (!m || n < 0 || (n && (!x || !y))) {
+        kiln_set_last_error("kiln_mixture_batch: bad arguments");
+        return KILN_ERR_ARG;
+    }
+    int d = m->dims;
+    double z[64];
+    double *zs = d <= 64 ? z : malloc((size_t)d * sizeof *zs);
+    if (!zs)
+        return KILN_ERR_MEMORY;
+    for (int i = 0; i < n; i++) {
+        double u = kiln_rng_uniform(&m->rng);
+        int c = 0;
+        while (c < m->n_classes - 1 && u >= m->cdf[c])
+            c++;
+        y[i] = c;
+        for (int j = 0; j < d; j++)
+            zs[j] = 0.3 * kiln_rng_normal(&m->rng);
+        const float *a = m->a + (size_t)c * d * d, *b = m->b + (size_t)c * d;
+        for (int r = 0; r < d; r++) {
+            double acc = b[r];
+            for (int j = 0; j < d; j++)
+                acc += a[r * d + j] * zs[j];
+            x[(size_t)i * d + r] = (float)acc;
+        }
+    }
+    if (zs != z)
+        free(zs);
+    return KILN_OK;
+}
