@@ -356,6 +356,10 @@ const char *kiln_session_error(const kiln_session *s);
 /* The session's initialiser RNG (so a checkpoint can save and restore it). */
 kiln_rng *kiln_session_rng(kiln_session *s);
 
+/* Sets the threads used by kernels and BLAS (n <= 0: one per core), so the
+   two pools never oversubscribe the cores.  Returns the count in use. */
+int kiln_set_num_threads(int n);
+
 /* Number of variables and the i-th one's description. */
 int kiln_session_num_variables(const kiln_session *s);
 typedef struct kiln_param_info {
@@ -421,6 +425,95 @@ const float *kiln_node_grad_f32(const kiln_node *n);
 /* Plain SGD on every trainable variable of g after kiln_backward:
    v -= lr * grad. */
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
+
+/* ---------------------------------------------------------------- optimisers */
+
+/* Optimisers follow torch.optim's update rules.  All their state (momentum
+   buffers, Adam moments, Adagrad sums, accumulated gradients, the step
+   counter and bias corrections) lives in the session as non-trainable f32
+   variables, so saving a session's variables saves the optimiser too:
+     "<var>.momentum" "<var>.adagrad_sum" "<var>.adam_m" "<var>.adam_v"
+     "<var>.accum" "optim.step" "optim.micro" "optim.bias1" "optim.bias2"
+   ("optim" is options.name; a different name also prefixes the per-variable
+   slots: "<var>.<name>.adam_m"); the step counter is exact up to 2^24
+   steps.  The run-time form (kiln_optimizer_update) and the graph form
+   (kiln_optimizer_build_step) build the same update nodes, so they give
+   identical trajectories. */
+typedef enum kiln_optim_kind {
+    KILN_SGD,     /* momentum, Nesterov, L2 weight decay (no dampening) */
+    KILN_ADAGRAD, /* lr_decay, initial_accumulator, L2 weight decay */
+    KILN_ADAM,    /* L2 weight decay added to the gradient */
+    KILN_ADAMW,   /* decoupled weight decay: p *= 1 - lr * weight_decay */
+} kiln_optim_kind;
+
+/* Learning-rate schedules, as functions of e = number of steps already
+   applied (torch's last_epoch), with a base lr:
+     constant  lr
+     step      lr * gamma^floor(e / step_size)          (StepLR)
+     cosine    min_lr + (lr - min_lr)(1 + cos(pi min(e, T) / T)) / 2,
+               T = total_steps (CosineAnnealingLR, held at min_lr after T)
+   warmup_steps W > 0 puts a linear warm-up first: lr * (e + 1) / W while
+   e < W, then the schedule of e - W (torch LinearLR(1/W, total_iters=W-1)
+   followed by the schedule in a SequentialLR). */
+typedef enum kiln_schedule_kind {
+    KILN_LR_CONSTANT,
+    KILN_LR_STEP,
+    KILN_LR_COSINE,
+} kiln_schedule_kind;
+
+typedef struct kiln_optim_options {
+    kiln_optim_kind kind;
+    float lr;           /* base learning rate, >= 0 */
+    float momentum;     /* SGD, >= 0 */
+    int nesterov;       /* SGD, needs momentum > 0 */
+    float weight_decay; /* >= 0 */
+    float beta1, beta2; /* Adam/AdamW, in [0, 1) */
+    float eps;          /* Adam/AdamW/Adagrad, >= 0 */
+    float lr_decay;     /* Adagrad: lr / (1 + (t - 1) lr_decay), >= 0 */
+    float initial_accumulator; /* Adagrad: initial sum of squares, >= 0 */
+    kiln_schedule_kind schedule;
+    int step_size;      /* KILN_LR_STEP, >= 1 */
+    float gamma;        /* KILN_LR_STEP, > 0 */
+    int total_steps;    /* KILN_LR_COSINE, >= 1 */
+    float min_lr;       /* KILN_LR_COSINE, >= 0 */
+    int warmup_steps;   /* 0 = none */
+    float clip_norm;    /* > 0: scale the gradients so that their global L2
+                           norm is at most clip_norm (clip_grad_norm_); 0 off */
+    int accumulate;     /* k > 1: sum the gradients of k calls and apply
+                           their mean on the k-th; 0 or 1 = every call */
+    const char *name;   /* prefix of the state variables; NULL = "optim" */
+} kiln_optim_options;
+
+/* torch's defaults for kind: lr 1e-3 (Adagrad 1e-2), Adam/AdamW betas
+   0.9/0.999 and eps 1e-8, Adagrad eps 1e-10, AdamW weight_decay 1e-2,
+   everything else 0 / off and a constant schedule. */
+kiln_optim_options kiln_optim_defaults(kiln_optim_kind kind);
+
+typedef struct kiln_optimizer kiln_optimizer;
+
+/* New optimiser on s (options copied; the global state variables are
+   declared in s, existing ones kept so a restored session resumes).  NULL
+   with kiln_session_error (and kiln_last_error) on bad options. */
+kiln_optimizer *kiln_optimizer_new(kiln_session *s, const kiln_optim_options *o);
+/* Frees the optimiser; its state stays in the session.  NULL is a no-op. */
+void kiln_optimizer_free(kiln_optimizer *o);
+/* Run-time form (Marian's opt->update(graph)): after kiln_backward on g,
+   updates every trainable variable of g that has a gradient, by adding the
+   update nodes to g and computing them.  KILN_ERR_STATE when g has no
+   backward pass; other errors as kiln_forward (kiln_session_error). */
+kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g);
+/* Graph form (ngraph's assign): adds to g the gradients of the scalar loss
+   for every trainable variable it depends on and the assignments of their
+   update and of the optimiser state; returns a doall node to compile as an
+   output next to loss, so that each run is one training step.  A poisoned
+   node with the graph's error on bad arguments. */
+kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
+                                     kiln_node *loss);
+/* Learning rate of the next step, from the schedule and the step count
+   (computed in double; the update computes the same in f32).  0 for NULL. */
+float kiln_optimizer_lr(const kiln_optimizer *o);
+/* Number of steps applied so far (read from the session); -1 for NULL. */
+int64_t kiln_optimizer_step_count(const kiln_optimizer *o);
 
 /* ---------------------------------------------------------------- debugging */
 

@@ -1,0 +1,180 @@
+/* The kiln command: train, evaluate and inspect MLPs on MNIST-format data.
+ *
+ *   kiln train --dataset mnist|fashion-mnist [options]
+ *   kiln eval --model model.npz [--dataset ...] [--data DIR]
+ *   kiln info FILE
+ *
+ * Every failure prints one line "kiln: ..." and exits with status 1. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "mlp.h"
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: kiln train --dataset mnist|fashion-mnist [--data DIR]\n"
+            "                  [--hidden 600[,N...]] [--activation relu|gelu|tanh]\n"
+            "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr X]\n"
+            "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
+            "                  [--save model.npz] [--log metrics.csv] [--plot curves.png]\n"
+            "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] [--data DIR]\n"
+            "       kiln info FILE.npz|FILE.safetensors\n");
+    return 1;
+}
+
+int kiln_tool_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kiln: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return kiln_tool_fail("%s: '%s' is not an integer in [%d, %d]", flag, v, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *v, float *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x > 0) || x > 1e6)
+        return kiln_tool_fail("%s: '%s' is not a positive number", flag, v);
+    *out = (float)x;
+    return 0;
+}
+
+static int parse_hidden(const char *v, mlp_config *c)
+{
+    c->n_hidden = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 65536 || c->n_hidden == MLP_MAX_LAYERS - 1)
+            return kiln_tool_fail("--hidden: '%s' is not a list like 600 or 256,128", v);
+        c->hidden[c->n_hidden++] = (int)x;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return kiln_tool_fail("--hidden: '%s' is not a list like 600 or 256,128", v);
+    }
+    return c->n_hidden ? 0 : kiln_tool_fail("--hidden: empty list");
+}
+
+static int one_of(const char *flag, const char *v, const char *const *names, int n,
+                  int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) {
+            *out = i;
+            return 0;
+        }
+    return kiln_tool_fail("%s: unknown value '%s'", flag, v);
+}
+
+static const char *const DATASETS[] = {"mnist", "fashion-mnist"};
+static const char *const ACTIVATIONS[] = {"relu", "gelu", "tanh"};
+static const char *const OPTIMIZERS[] = {"sgd", "momentum", "adam", "adamw", "adagrad"};
+
+/* Parses the flags shared by train and eval; returns 0, or 1 after printing
+   an error. */
+static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0)
+            return kiln_tool_fail("unexpected argument '%s'", a);
+        if (i + 1 >= argc)
+            return kiln_tool_fail("%s needs a value", a);
+        const char *v = argv[++i];
+        int r;
+        if (!strcmp(a, "--dataset"))
+            r = one_of(a, v, DATASETS, 2, &c->dataset);
+        else if (!strcmp(a, "--data"))
+            r = (c->data_dir = v, 0);
+        else if (!strcmp(a, "--model") && !is_train)
+            r = (c->model = v, 0);
+        else if (!is_train)
+            r = kiln_tool_fail("eval: unknown option '%s'", a);
+        else if (!strcmp(a, "--hidden"))
+            r = parse_hidden(v, c);
+        else if (!strcmp(a, "--activation"))
+            r = one_of(a, v, ACTIVATIONS, 3, &c->activation);
+        else if (!strcmp(a, "--optimizer"))
+            r = one_of(a, v, OPTIMIZERS, 5, &c->optimizer);
+        else if (!strcmp(a, "--lr"))
+            r = parse_float(a, v, &c->lr);
+        else if (!strcmp(a, "--epochs"))
+            r = parse_int(a, v, 1, 100000, &c->epochs);
+        else if (!strcmp(a, "--batch"))
+            r = parse_int(a, v, 1, 1 << 20, &c->batch);
+        else if (!strcmp(a, "--seed"))
+            r = parse_int(a, v, 0, 2147483647, &c->seed);
+        else if (!strcmp(a, "--threads"))
+            r = parse_int(a, v, 0, 1024, &c->threads);
+        else if (!strcmp(a, "--save"))
+            r = (c->save = v, 0);
+        else if (!strcmp(a, "--log"))
+            r = (c->log = v, 0);
+        else if (!strcmp(a, "--plot"))
+            r = (c->plot = v, 0);
+        else
+            r = kiln_tool_fail("train: unknown option '%s'", a);
+        if (r)
+            return 1;
+    }
+    if (!c->data_dir)
+        c->data_dir = c->dataset == 0 ? "data/mnist" : "data/fashion-mnist";
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage();
+        return 0;
+    }
+    if (!strcmp(cmd, "info")) {
+        if (argc != 3)
+            return usage();
+        if (kiln_file_info(argv[2], stdout) != KILN_OK)
+            return kiln_tool_fail("%s", kiln_last_error());
+        return 0;
+    }
+    mlp_config c = mlp_defaults();
+    if (!strcmp(cmd, "train")) {
+        if (parse_args(argc, argv, &c, 1))
+            return 1;
+        return mlp_train(&c);
+    }
+    if (!strcmp(cmd, "eval")) {
+        if (parse_args(argc, argv, &c, 0))
+            return 1;
+        if (!c.model)
+            return kiln_tool_fail("eval: --model is required");
+        return mlp_eval(&c);
+    }
+    kiln_tool_fail("unknown command '%s'", cmd);
+    return usage();
+}

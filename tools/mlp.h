@@ -1,0 +1,25 @@
+/* The MLP trained and evaluated by the kiln command. */
+#ifndef KILN_TOOLS_MLP_H
+#define KILN_TOOLS_MLP_H
+
+#include "kiln.h"
+
+#define MLP_MAX_LAYERS 16
+
+typedef struct mlp_config {
+    int dataset;    /* 0 mnist, 1 fashion-mnist */
+    const char *data_dir, *model, *save, *log, *plot;
+    int hidden[MLP_MAX_LAYERS], n_hidden;
+    int activation; /* 0 relu, 1 gelu, 2 tanh */
+    int optimizer;  /* 0 sgd, 1 momentum, 2 adam, 3 adamw, 4 adagrad */
+    float lr;       /* 0 = the optimiser's default */
+    int epochs, batch, seed, threads;
+} mlp_config;
+
+mlp_config mlp_defaults(void);
+int mlp_train(const mlp_config *c);
+int mlp_eval(const mlp_config *c);
+/* Prints "kiln: <message>" and returns 1. */
+int kiln_tool_fail(const char *fmt, ...);
+
+#endif
