@@ -25,7 +25,7 @@ static char tmp_dir[64];
 /* ------------------------------------------------------------ helpers */
 
 static const char *tmp_path(const char *name) {
-    static char buf[4][256];
+    static char buf[4][512];
     static int next;
     char *p = buf[next++ % 4];
     snprintf(p, sizeof buf[0], "%s/%s", tmp_dir, name);
