@@ -283,18 +283,23 @@ static void ref_SLICE(const kiln_node *n, void *o, void *const *in)
 
 static void ref_PAD(const kiln_node *n, void *o, void *const *in)
 {
-    float *out = o;
     const elem *x = in[0];
+    elem *eo = o, fill; /* the pad value converted to the node's dtype */
+    if (n->dtype == KILN_I32) {
+        int32_t iv = (int32_t)n->at.value;
+        memcpy(&fill, &iv, sizeof fill);
+    } else {
+        memcpy(&fill, &n->at.value, sizeof fill);
+    }
     int64_t len = kiln_shape_numel(n->shape);
     for (int64_t i = 0; i < len; i++)
-        out[i] = n->at.value;
+        eo[i] = fill;
     int64_t st[KILN_MAX_DIMS], base = 0;
     kiln_shape_strides(n->shape, st);
     for (int d = 0; d < n->shape.ndim; d++)
         base += n->at.lo[d] * st[d];
     kiln_shape is = n->in[0]->shape;
     int64_t ilen = kiln_shape_numel(is);
-    elem *eo = o;
     for (int64_t i = 0; i < ilen; i++)
         eo[base + sub_offset(i, is.ndim, is.d, st)] = x[i];
 }

@@ -1,0 +1,459 @@
+/* Forward values of every op against PyTorch reference values.
+
+   tests/ref/make_op_refs.py wrote one file per case in tests/ref/ops/: the
+   inputs (float32 or int32) and the output torch computed in float64.  Each
+   case below names its file and builds the op from input nodes; the test
+   runs it both compiled (kiln_compile/kiln_run) and dynamically
+   (kiln_feed/kiln_forward) and compares with the reference. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <inttypes.h>
+
+#include "test_helpers.h"
+
+#define RTOL 1e-5
+#define ATOL 1e-6
+#define MAX_REF 8
+
+/* ------------------------------------------------------------ ref files */
+
+typedef struct ref_tensor {
+    char name[16];
+    kiln_dtype dt;
+    kiln_shape shape;
+    double *v;
+} ref_tensor;
+
+typedef struct ref_case {
+    int n_in;
+    ref_tensor in[MAX_REF];
+    ref_tensor out;
+} ref_case;
+
+static void read_tensor(FILE *f, const char *path, ref_tensor *t, char *kind)
+{
+    char dt[8];
+    if (fscanf(f, "%7s %15s %7s %d", kind, t->name, dt, &t->shape.ndim) != 4)
+        fail_msg("%s: bad tensor header", path);
+    assert_true(t->shape.ndim >= 0 && t->shape.ndim <= KILN_MAX_DIMS);
+    for (int i = 0; i < t->shape.ndim; i++)
+        assert_int_equal(fscanf(f, "%" SCNd64, &t->shape.d[i]), 1);
+    t->dt = strcmp(dt, "i32") == 0 ? KILN_I32 : KILN_F32;
+    int64_t n = kiln_shape_numel(t->shape);
+    t->v = malloc(((size_t)n + 1) * sizeof *t->v);
+    assert_non_null(t->v);
+    for (int64_t i = 0; i < n; i++)
+        if (fscanf(f, "%lf", &t->v[i]) != 1)
+            fail_msg("%s: %s: value %lld missing", path, t->name, (long long)i);
+}
+
+static void ref_load(const char *name, ref_case *rc)
+{
+    char path[512], kind[8];
+    snprintf(path, sizeof path, "%s/ops/%s.txt", KILN_TEST_REF_DIR, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s (run tests/ref/make_op_refs.py)", path);
+    memset(rc, 0, sizeof *rc);
+    for (;;) {
+        ref_tensor t = {0};
+        read_tensor(f, path, &t, kind);
+        if (strcmp(kind, "out") == 0) {
+            rc->out = t;
+            break;
+        }
+        assert_true(rc->n_in < MAX_REF);
+        rc->in[rc->n_in++] = t;
+    }
+    fclose(f);
+}
+
+static void ref_free(ref_case *rc)
+{
+    for (int i = 0; i < rc->n_in; i++)
+        free(rc->in[i].v);
+    free(rc->out.v);
+}
+
+static kiln_tensor *ref_tensor_new(const ref_tensor *r)
+{
+    kiln_tensor *t = kiln_tensor_new(r->dt, r->shape);
+    assert_non_null(t);
+    for (int64_t i = 0; i < kiln_tensor_numel(t); i++) {
+        if (r->dt == KILN_I32)
+            kiln_tensor_i32(t)[i] = (int32_t)r->v[i];
+        else
+            kiln_tensor_f32(t)[i] = (float)r->v[i];
+    }
+    return t;
+}
+
+static void check_output(const char *what, const ref_case *rc,
+                         const kiln_tensor *got)
+{
+    assert_int_equal(kiln_tensor_dtype(got), rc->out.dt);
+    th_assert_shape(kiln_tensor_shape(got), rc->out.shape);
+    int64_t n = kiln_tensor_numel(got);
+    if (rc->out.dt == KILN_I32) {
+        for (int64_t i = 0; i < n; i++)
+            if (kiln_tensor_i32(got)[i] != (int32_t)rc->out.v[i])
+                fail_msg("%s: element %lld: got %d, want %d", what,
+                         (long long)i, kiln_tensor_i32(got)[i],
+                         (int)rc->out.v[i]);
+        return;
+    }
+    th_assert_close(what, kiln_tensor_f32(got), rc->out.v, n, RTOL, ATOL);
+}
+
+/* ------------------------------------------------------------ cases */
+
+/* A builder gets the input nodes (in file order) and the case's integer
+   parameters. */
+typedef kiln_node *(*build_fn)(kiln_graph *g, kiln_node **x, const int *p);
+
+typedef struct op_case {
+    const char *name; /* the reference file tests/ref/ops/<name>.txt */
+    build_fn build;
+    int p[8];
+} op_case;
+
+#define BUILD(fname, expr)                                                     \
+    static kiln_node *fname(kiln_graph *g, kiln_node **x, const int *p)        \
+    {                                                                          \
+        (void)p;                                                               \
+        return (expr);                                                         \
+    }
+
+BUILD(b_neg, kiln_neg(g, x[0]))
+BUILD(b_abs, kiln_abs(g, x[0]))
+BUILD(b_sign, kiln_sign(g, x[0]))
+BUILD(b_exp, kiln_exp(g, x[0]))
+BUILD(b_log, kiln_log(g, x[0]))
+BUILD(b_sqrt, kiln_sqrt(g, x[0]))
+BUILD(b_sin, kiln_sin(g, x[0]))
+BUILD(b_cos, kiln_cos(g, x[0]))
+BUILD(b_tanh, kiln_tanh(g, x[0]))
+BUILD(b_sigmoid, kiln_sigmoid(g, x[0]))
+BUILD(b_relu, kiln_relu(g, x[0]))
+BUILD(b_erf, kiln_erf(g, x[0]))
+BUILD(b_gelu, kiln_gelu(g, x[0]))
+BUILD(b_gelu_erf, kiln_gelu_erf(g, x[0]))
+BUILD(b_scale, kiln_scale(g, x[0], -1.5f))
+BUILD(b_add, kiln_add(g, x[0], x[1]))
+BUILD(b_sub, kiln_sub(g, x[0], x[1]))
+BUILD(b_mul, kiln_mul(g, x[0], x[1]))
+BUILD(b_div, kiln_div(g, x[0], x[1]))
+BUILD(b_pow, kiln_pow(g, x[0], x[1]))
+BUILD(b_max, kiln_max(g, x[0], x[1]))
+BUILD(b_min, kiln_min(g, x[0], x[1]))
+BUILD(b_lt, kiln_lt(g, x[0], x[1]))
+BUILD(b_le, kiln_le(g, x[0], x[1]))
+BUILD(b_gt, kiln_gt(g, x[0], x[1]))
+BUILD(b_ge, kiln_ge(g, x[0], x[1]))
+BUILD(b_eq, kiln_eq(g, x[0], x[1]))
+BUILD(b_select, kiln_select(g, x[0], x[1], x[2]))
+/* p: axis mask, keepdims */
+BUILD(b_sum, kiln_sum(g, x[0], (unsigned)p[0], p[1]))
+BUILD(b_mean, kiln_mean(g, x[0], (unsigned)p[0], p[1]))
+BUILD(b_rmax, kiln_reduce_max(g, x[0], (unsigned)p[0], p[1]))
+BUILD(b_argmax, kiln_argmax(g, x[0], p[0]))
+/* p: the target shape (ndim, d...) */
+BUILD(b_reshape,
+      kiln_reshape(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}})))
+BUILD(b_permute, kiln_permute(g, x[0], p))
+BUILD(b_transpose, kiln_transpose(g, x[0]))
+BUILD(b_broadcast_to,
+      kiln_broadcast_to(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}})))
+/* p: ndim, d0..d2, new-axes mask */
+BUILD(b_broadcast,
+      kiln_broadcast(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}}),
+                     (unsigned)p[4]))
+BUILD(b_concat2, kiln_concat(g, x, 2, p[0]))
+BUILD(b_concat3, kiln_concat(g, x, 3, p[0]))
+/* p: ta, tb / n */
+BUILD(b_matmul, kiln_matmul(g, x[0], x[1], p[0], p[1]))
+BUILD(b_dot, kiln_dot(g, x[0], x[1], p[0]))
+BUILD(b_one_hot, kiln_one_hot(g, x[0], p[0]))
+BUILD(b_cast, kiln_cast(g, x[0], (kiln_dtype)p[0]))
+BUILD(b_stop_gradient, kiln_stop_gradient(g, x[0]))
+BUILD(b_softmax, kiln_softmax(g, x[0], p[0]))
+BUILD(b_log_softmax, kiln_log_softmax(g, x[0], p[0]))
+BUILD(b_affine, kiln_affine(g, x[0], x[1], x[2]))
+BUILD(b_cross_entropy, kiln_cross_entropy(g, x[0], x[1], x[2], -5.0f))
+BUILD(b_softmax_ce, kiln_softmax_cross_entropy(g, x[0], x[1]))
+BUILD(b_bce, kiln_binary_cross_entropy(g, x[0], x[1]))
+
+/* p: ndim, start[ndim], stop[ndim] (at most 3 dims) */
+static kiln_node *b_slice(kiln_graph *g, kiln_node **x, const int *p)
+{
+    int64_t start[3], stop[3];
+    for (int i = 0; i < p[0]; i++) {
+        start[i] = p[1 + i];
+        stop[i] = p[1 + p[0] + i];
+    }
+    return kiln_slice(g, x[0], start, stop);
+}
+
+/* p: ndim, lo[ndim], hi[ndim]; value in tenths in p[7] */
+static kiln_node *b_pad(kiln_graph *g, kiln_node **x, const int *p)
+{
+    int64_t lo[3], hi[3];
+    for (int i = 0; i < p[0]; i++) {
+        lo[i] = p[1 + i];
+        hi[i] = p[1 + p[0] + i];
+    }
+    return kiln_pad(g, x[0], lo, hi, (float)p[7] / 10.0f);
+}
+
+#define BIN4(op)                                                               \
+    {#op "_bcast", b_##op, {0}}, {#op "_scalar", b_##op, {0}},                 \
+        {#op "_ones", b_##op, {0}},                                            \
+    {                                                                          \
+#op "_empty", b_##op,                                                  \
+        {                                                                      \
+            0                                                                  \
+        }                                                                      \
+    }
+#define CMP2(op)                                                               \
+    {#op, b_##op, {0}},                                                        \
+    {                                                                          \
+#op "_scalar", b_##op,                                                 \
+        {                                                                      \
+            0                                                                  \
+        }                                                                      \
+    }
+#define RED(op, m, mask)                                                       \
+    {#op "_" m "_k0", b_##op, {mask, 0}},                                      \
+    {                                                                          \
+#op "_" m "_k1", b_##op,                                               \
+        {                                                                      \
+            mask, 1                                                            \
+        }                                                                      \
+    }
+#define RED5(op)                                                               \
+    RED(op, "a0", 1), RED(op, "a1", 2), RED(op, "a2", 4), RED(op, "a02", 5),   \
+        RED(op, "all", KILN_ALL_AXES)
+#define MM(ta, tb)                                                             \
+    {"matmul_" #ta #tb, b_matmul, {ta, tb}},                                   \
+        {"matmul_batch_" #ta #tb, b_matmul, {ta, tb}},                         \
+    {                                                                          \
+        "matmul_bbcast_" #ta #tb, b_matmul,                                    \
+        {                                                                      \
+            ta, tb                                                             \
+        }                                                                      \
+    }
+#define SM(op, sfx)                                                            \
+    {#op sfx "_0", b_##op, {0}}, {#op sfx "_1", b_##op, {1}},                  \
+    {                                                                          \
+#op sfx "_m1", b_##op,                                                 \
+        {                                                                      \
+            -1                                                                 \
+        }                                                                      \
+    }
+
+static const op_case cases[] = {
+    /* unary */
+    {"neg", b_neg, {0}},
+    {"abs", b_abs, {0}},
+    {"sign", b_sign, {0}},
+    {"exp", b_exp, {0}},
+    {"log", b_log, {0}},
+    {"sqrt", b_sqrt, {0}},
+    {"sin", b_sin, {0}},
+    {"cos", b_cos, {0}},
+    {"tanh", b_tanh, {0}},
+    {"sigmoid", b_sigmoid, {0}},
+    {"relu", b_relu, {0}},
+    {"erf", b_erf, {0}},
+    {"gelu", b_gelu, {0}},
+    {"gelu_erf", b_gelu_erf, {0}},
+    {"scale", b_scale, {0}},
+    {"unary_empty", b_exp, {0}},
+    {"unary_scalar", b_tanh, {0}},
+    /* binary, broadcasting */
+    BIN4(add),
+    BIN4(sub),
+    BIN4(mul),
+    BIN4(div),
+    BIN4(max),
+    BIN4(min),
+    {"add_same", b_add, {0}},
+    {"add_rank", b_add, {0}},
+    {"pow", b_pow, {0}},
+    {"pow_scalar", b_pow, {0}},
+    {"max_ties", b_max, {0}},
+    {"min_ties", b_min, {0}},
+    CMP2(lt),
+    CMP2(le),
+    CMP2(gt),
+    CMP2(ge),
+    CMP2(eq),
+    {"select", b_select, {0}},
+    {"select_full", b_select, {0}},
+    /* reductions */
+    RED5(sum),
+    RED5(mean),
+    RED5(rmax),
+    {"sum_empty", b_sum, {1, 0}},
+    {"sum_scalar", b_sum, {KILN_ALL_AXES, 0}},
+    {"sum_ones", b_sum, {5, 0}},
+    {"argmax_0", b_argmax, {0}},
+    {"argmax_1", b_argmax, {1}},
+    {"argmax_m1", b_argmax, {-1}},
+    /* movement */
+    {"reshape", b_reshape, {2, 4, -1}},
+    {"reshape_flat", b_reshape, {1, -1}},
+    {"permute", b_permute, {2, 0, 1}},
+    {"permute4", b_permute, {3, 1, 0, 2}},
+    {"transpose", b_transpose, {0}},
+    {"broadcast_to", b_broadcast_to, {3, 2, 3, 4}},
+    {"broadcast_to_same", b_broadcast_to, {2, 3, 4}},
+    {"bcast_new02", b_broadcast, {3, 2, 3, 4, 5}},
+    {"bcast_new1", b_broadcast, {3, 2, 3, 4, 2}},
+    {"slice", b_slice, {2, 1, -3, -1, 5}},
+    {"slice3", b_slice, {3, 1, 0, -2, 2, 3, -1}},
+    {"slice_empty", b_slice, {2, 2, 0, 2, 5}},
+    {"concat1", b_concat3, {1}},
+    {"concat_last", b_concat2, {-1}},
+    {"concat0", b_concat2, {0}},
+    {"pad", b_pad, {2, 1, 0, 2, 1, 0, 0, 5}},
+    {"pad3", b_pad, {3, 2, 0, 1, 0, 0, 1, -10}},
+    {"pad_i32", b_pad, {2, 1, 0, 2, 1, 0, 0, 30}},
+    {"slice_i32", b_slice, {2, 1, -2, 2, 3}},
+    {"concat_i32", b_concat2, {0}},
+    {"transpose_i32", b_transpose, {0}},
+    {"broadcast_to_i32", b_broadcast_to, {3, 2, 3, 4}},
+    {"reshape_i32", b_reshape, {2, 3, 2}},
+    /* contraction */
+    MM(0, 0),
+    MM(0, 1),
+    MM(1, 0),
+    MM(1, 1),
+    {"matmul_bone", b_matmul, {0, 0}},
+    {"matmul_k0", b_matmul, {0, 0}},
+    {"matmul_1x1", b_matmul, {0, 0}},
+    {"dot0", b_dot, {0}},
+    {"dot1", b_dot, {1}},
+    {"dot2", b_dot, {2}},
+    {"dot_scalar", b_dot, {1}},
+    /* conversion */
+    {"one_hot", b_one_hot, {4}},
+    {"cast_f2i", b_cast, {KILN_I32}},
+    {"cast_i2f", b_cast, {KILN_F32}},
+    {"stop_gradient", b_stop_gradient, {0}},
+    /* composites */
+    SM(softmax, ""),
+    SM(softmax, "_big"),
+    SM(log_softmax, ""),
+    SM(log_softmax, "_big"),
+    {"softmax3_1", b_softmax, {1}},
+    {"log_softmax3_1", b_log_softmax, {1}},
+    {"affine", b_affine, {0}},
+    {"cross_entropy", b_cross_entropy, {0}},
+    {"softmax_ce", b_softmax_ce, {0}},
+    {"softmax_ce_big", b_softmax_ce, {0}},
+    {"bce", b_bce, {0}},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ------------------------------------------------------------ runner */
+
+/* Input nodes named as in the file, then the op; checks dtype and shape. */
+static kiln_node *build_case(const op_case *c, const ref_case *rc,
+                             kiln_graph *g, kiln_node **x)
+{
+    for (int i = 0; i < rc->n_in; i++)
+        x[i] = kiln_input(g, rc->in[i].name, rc->in[i].dt, rc->in[i].shape);
+    kiln_node *y = c->build(g, x, c->p);
+    th_assert_graph_ok(g);
+    assert_int_equal(kiln_node_dtype(y), rc->out.dt);
+    th_assert_shape(kiln_node_shape(y), rc->out.shape);
+    return y;
+}
+
+static void run_compiled(const op_case *c, const ref_case *rc,
+                         kiln_tensor *const *feeds)
+{
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x[MAX_REF];
+    kiln_node *y = build_case(c, rc, g, x);
+    kiln_tensor *out = NULL;
+    th_run(s, g, &y, 1, x, feeds, rc->n_in, &out);
+    check_output("compiled", rc, out);
+    kiln_tensor_free(out);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+static void run_dynamic(const op_case *c, const ref_case *rc,
+                        kiln_tensor *const *feeds)
+{
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x[MAX_REF];
+    kiln_node *y = build_case(c, rc, g, x);
+    for (int i = 0; i < rc->n_in; i++)
+        assert_int_equal(kiln_feed(s, x[i], feeds[i]), KILN_OK);
+    if (kiln_forward(s, g) != KILN_OK)
+        fail_msg("kiln_forward: %s", kiln_session_error(s));
+    kiln_tensor *out = kiln_node_value(s, y);
+    assert_non_null(out);
+    check_output("dynamic", rc, out);
+    kiln_tensor_free(out);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+static void test_op_case(void **state)
+{
+    const op_case *c = *state;
+    ref_case rc;
+    ref_load(c->name, &rc);
+    kiln_tensor *feeds[MAX_REF];
+    for (int i = 0; i < rc.n_in; i++)
+        feeds[i] = ref_tensor_new(&rc.in[i]);
+    run_compiled(c, &rc, feeds);
+    run_dynamic(c, &rc, feeds);
+    for (int i = 0; i < rc.n_in; i++)
+        kiln_tensor_free(feeds[i]);
+    ref_free(&rc);
+}
+
+/* Every reference file has a case in the table, and no name is repeated. */
+static void test_every_ref_file_has_a_case(void **state)
+{
+    (void)state;
+    DIR *d = opendir(KILN_TEST_REF_DIR "/ops");
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".txt") != 0)
+            continue;
+        files++;
+        int found = 0;
+        for (int i = 0; i < N_CASES; i++)
+            found += strlen(cases[i].name) == len - 4 &&
+                     strncmp(cases[i].name, e->d_name, len - 4) == 0;
+        if (found != 1)
+            fail_msg("%s: %d cases in test_ops.c", e->d_name, found);
+    }
+    closedir(d);
+    assert_int_equal(files, N_CASES);
+}
+
+int main(void)
+{
+    struct CMUnitTest *tests = calloc(N_CASES + 1, sizeof *tests);
+    assert_non_null(tests);
+    tests[0] =
+        (struct CMUnitTest)cmocka_unit_test(test_every_ref_file_has_a_case);
+    for (int i = 0; i < N_CASES; i++)
+        tests[i + 1] = (struct CMUnitTest){cases[i].name, test_op_case, NULL,
+                                           NULL, (void *)&cases[i]};
+    int rc = _cmocka_run_group_tests("ops", tests, N_CASES + 1, NULL, NULL);
+    free(tests);
+    return rc;
+}
