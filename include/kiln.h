@@ -314,6 +314,20 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
    logits f32 [N, C]. */
 kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
                                       kiln_node *labels);
+/* How a loss combines its per-sample terms. */
+typedef enum kiln_reduction { KILN_REDUCE_MEAN, KILN_REDUCE_SUM } kiln_reduction;
+/* kiln_softmax_cross_entropy with a choice of mean or sum over the batch. */
+kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
+                                             kiln_node *labels,
+                                             kiln_reduction reduction);
+/* PopXL's nll_loss_with_softmax_grad: from probabilities probs [N, C] (a
+   softmax output) and i32 labels [N], *loss = mean(-log probs[label]) and
+   *dlogits = (probs - onehot(labels)) / N, the loss's gradient with respect
+   to the logits behind the softmax.  KILN_OK or the graph's error (both
+   outputs poisoned). */
+kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
+                                            kiln_node *labels, kiln_node **loss,
+                                            kiln_node **dlogits);
 /* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
 kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p,
                                      kiln_node *y);

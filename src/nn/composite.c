@@ -4,11 +4,25 @@
 
 #include "graph/graph.h"
 
+/* Checks an operand in the composite's own name, so that errors name the op
+   the caller used rather than a primitive of its decomposition. */
+static int check_f32_operand(kiln_graph *g, const char *fn, kiln_node *x)
+{
+    if (!kiln_graph_check(g, fn, x))
+        return 0;
+    if (x->dtype == KILN_F32)
+        return 1;
+    kiln_graph_fail(g, KILN_ERR_DTYPE,
+                    "%s: operand %%%d has dtype %s, expected f32 (use kiln_cast)",
+                    fn, x->id, kiln_dtype_name(x->dtype));
+    return 0;
+}
+
 kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)
 {
     if (!g)
         return NULL;
-    if (!kiln_graph_check(g, "kiln_gelu", x))
+    if (!check_f32_operand(g, "kiln_gelu", x))
         return &g->poison;
     kiln_node *x3 = kiln_mul(g, kiln_mul(g, x, x), x);
     kiln_node *inner = kiln_scale(g, kiln_add(g, x, kiln_scale(g, x3, 0.044715f)),
@@ -21,7 +35,7 @@ kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x)
 {
     if (!g)
         return NULL;
-    if (!kiln_graph_check(g, "kiln_gelu_erf", x))
+    if (!check_f32_operand(g, "kiln_gelu_erf", x))
         return &g->poison;
     kiln_node *e = kiln_erf(g, kiln_scale(g, x, 0.7071067811865476f));
     return kiln_mul(g, kiln_scale(g, x, 0.5f),
@@ -32,7 +46,7 @@ kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x)
    shift, so no gradient needs to flow through the max. */
 static kiln_node *shifted(kiln_graph *g, kiln_node *x, int axis, const char *fn)
 {
-    if (!kiln_graph_check(g, fn, x))
+    if (!check_f32_operand(g, fn, x))
         return &g->poison;
     int nd = x->shape.ndim;
     if (axis < -nd || axis >= nd)
@@ -69,8 +83,12 @@ kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis)
 
 kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b)
 {
+    const char *fn = "kiln_affine";
     if (!g)
         return NULL;
+    if (!check_f32_operand(g, fn, x) || !check_f32_operand(g, fn, w) ||
+        !check_f32_operand(g, fn, b))
+        return &g->poison;
     return kiln_add(g, kiln_matmul(g, x, w, 0, 0), b);
 }
 
@@ -96,28 +114,79 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs, kiln_node *onehot
     return kiln_neg(g, kiln_div(g, s, n));
 }
 
+/* The checks shared by the losses taking [N, C] scores and i32 [N] labels. */
+static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
+                               kiln_node *labels, const char *what)
+{
+    char b1[96], b2[96];
+    if (!check_f32_operand(g, fn, scores) || !kiln_graph_check(g, fn, labels))
+        return 0;
+    if (scores->shape.ndim != 2 || labels->shape.ndim != 1 ||
+        labels->shape.d[0] != scores->shape.d[0]) {
+        kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %s %s and labels %s: want [N,C] and [N]",
+                        fn, what, kiln_shape_str(scores->shape, b1, sizeof b1),
+                        kiln_shape_str(labels->shape, b2, sizeof b2));
+        return 0;
+    }
+    if (labels->dtype != KILN_I32) {
+        kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: labels have dtype %s, expected i32", fn,
+                        kiln_dtype_name(labels->dtype));
+        return 0;
+    }
+    return 1;
+}
+
 kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
                                       kiln_node *labels)
 {
+    return kiln_softmax_cross_entropy_reduce(g, logits, labels, KILN_REDUCE_MEAN);
+}
+
+kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
+                                            kiln_node *labels, kiln_node **loss,
+                                            kiln_node **dlogits)
+{
+    const char *fn = "kiln_nll_loss_with_softmax_grad";
+    if (!g)
+        return KILN_ERR_ARG;
+    if (!loss || !dlogits) {
+        kiln_graph_fail(g, KILN_ERR_ARG, "%s: loss or dlogits is NULL", fn);
+        return g->status;
+    }
+    *loss = *dlogits = &g->poison;
+    if (!check_scores_labels(g, fn, probs, labels, "probs"))
+        return g->status;
+    int64_t n = probs->shape.d[0];
+    float inv = n ? 1.0f / (float)n : 0.0f;
+    kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
+    kiln_node *picked = kiln_sum(g, kiln_mul(g, kiln_log(g, probs), oh), KILN_ALL_AXES, 0);
+    kiln_node *l = kiln_scale(g, picked, -inv);
+    kiln_node *d = kiln_scale(g, kiln_sub(g, probs, oh), inv);
+    if (g->status == KILN_OK) {
+        *loss = l;
+        *dlogits = d;
+    }
+    return g->status;
+}
+
+kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
+                                             kiln_node *labels,
+                                             kiln_reduction reduction)
+{
     const char *fn = "kiln_softmax_cross_entropy";
-    char b1[96], b2[96];
     if (!g)
         return NULL;
-    if (!kiln_graph_check(g, fn, logits) || !kiln_graph_check(g, fn, labels))
+    if (!check_scores_labels(g, fn, logits, labels, "logits"))
         return &g->poison;
-    if (logits->shape.ndim != 2 || labels->shape.ndim != 1 ||
-        labels->shape.d[0] != logits->shape.d[0])
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: logits %s and labels %s: want [N,C] and [N]",
-                               fn, kiln_shape_str(logits->shape, b1, sizeof b1),
-                               kiln_shape_str(labels->shape, b2, sizeof b2));
-    if (labels->dtype != KILN_I32)
-        return kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: labels have dtype %s, expected i32",
-                               fn, kiln_dtype_name(labels->dtype));
     kiln_node *lp = kiln_log_softmax(g, logits, 1);
     kiln_node *oh = kiln_one_hot(g, labels, (int)logits->shape.d[1]);
     kiln_node *picked = kiln_sum(g, kiln_mul(g, lp, oh), KILN_ALL_AXES, 0);
     int64_t n = logits->shape.d[0];
+    if (reduction == KILN_REDUCE_SUM)
+        return kiln_neg(g, picked);
+    if (reduction != KILN_REDUCE_MEAN)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: unknown reduction %d", fn,
+                               (int)reduction);
     return kiln_scale(g, picked, n ? -1.0f / (float)n : 0.0f);
 }
 
