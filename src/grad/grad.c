@@ -113,12 +113,11 @@ static int check_grad_args(kiln_graph *g, const char *fn, kiln_node *y,
     return 1;
 }
 
-kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
-                       kiln_node *const *xs, int n, kiln_node **out)
+/* kiln_grads, with fn naming the public function in messages. */
+static kiln_status grads(kiln_graph *g, const char *fn, kiln_node *y,
+                         kiln_node *delta, kiln_node *const *xs, int n,
+                         kiln_node **out)
 {
-    const char *fn = "kiln_grads";
-    if (!g)
-        return KILN_ERR_ARG;
     if (!out || (!xs && n > 0) || n < 0) {
         kiln_graph_fail(g, KILN_ERR_ARG, "%s: xs or out is NULL", fn);
         return g->status;
@@ -154,6 +153,14 @@ kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
     return g->status;
 }
 
+kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                       kiln_node *const *xs, int n, kiln_node **out)
+{
+    if (!g)
+        return KILN_ERR_ARG;
+    return grads(g, "kiln_grads", y, delta, xs, n, out);
+}
+
 kiln_node *kiln_grad(kiln_graph *g, kiln_node *y, kiln_node *x)
 {
     if (!g)
@@ -163,7 +170,7 @@ kiln_node *kiln_grad(kiln_graph *g, kiln_node *y, kiln_node *x)
         kiln_graph_fail(g, KILN_ERR_ARG, "kiln_grad: x is NULL");
         return out;
     }
-    kiln_grads(g, y, NULL, &x, 1, &out);
+    grads(g, "kiln_grad", y, NULL, &x, 1, &out);
     return out;
 }
 
@@ -177,6 +184,6 @@ kiln_node *kiln_backprop_node(kiln_graph *g, kiln_node *y, kiln_node *delta,
         kiln_graph_fail(g, KILN_ERR_ARG, "kiln_backprop_node: x is NULL");
         return out;
     }
-    kiln_grads(g, y, delta, &x, 1, &out);
+    grads(g, "kiln_backprop_node", y, delta, &x, 1, &out);
     return out;
 }

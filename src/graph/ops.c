@@ -274,6 +274,8 @@ kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s)
 {
     if (!g)
         return NULL;
+    if (!kiln_graph_check(g, "kiln_scale", x) || !check_f32(g, "kiln_scale", x))
+        return &g->poison;
     return kiln_mul(g, x, kiln_scalar(g, s));
 }
 
@@ -487,9 +489,9 @@ kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
     return kiln_broadcast_to(g, r, shape);
 }
 
-static int norm_range(int64_t v, int64_t dim)
+static int64_t norm_range(int64_t v, int64_t dim)
 {
-    return (int)(v < 0 ? v + dim : v);
+    return v < 0 ? v + dim : v;
 }
 
 kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,

@@ -75,11 +75,28 @@ kiln_status kiln_session_variable_info(const kiln_session *s, int i,
 kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
                            kiln_rng *rng)
 {
+    char b[96];
+    if (!kiln_shape_valid(shape)) {
+        kiln_set_last_error("kiln_init_fill: invalid shape %s",
+                            kiln_shape_str(shape, b, sizeof b));
+        return KILN_ERR_ARG;
+    }
     int64_t n = kiln_shape_numel(shape);
+    if (!data && n) {
+        kiln_set_last_error("kiln_init_fill: data is NULL");
+        return KILN_ERR_ARG;
+    }
+    int random = init.kind == KILN_INIT_UNIFORM || init.kind == KILN_INIT_NORMAL ||
+                 init.kind == KILN_INIT_GLOROT_UNIFORM;
+    if (random && !rng && n) {
+        kiln_set_last_error("kiln_init_fill: rng is NULL");
+        return KILN_ERR_ARG;
+    }
     double lim;
     switch (init.kind) {
     case KILN_INIT_ZEROS:
-        memset(data, 0, (size_t)n * sizeof *data);
+        if (n)
+            memset(data, 0, (size_t)n * sizeof *data);
         return KILN_OK;
     case KILN_INIT_ONES:
     case KILN_INIT_VALUE:
@@ -170,9 +187,14 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
         return kiln_session_fail(s, KILN_ERR_MEMORY,
                                  "variable '%s': out of memory", name);
     if (dt == KILN_F32) {
-        if (kiln_init_fill(init, shape, v->data, &s->rng) != KILN_OK)
+        if (kiln_init_fill(init, shape, v->data, &s->rng) != KILN_OK) {
+            /* no half-made variable: a later declare must not find it */
+            s->n_vars--;
+            free(v->name);
+            free(v->data);
             return kiln_session_fail(s, KILN_ERR_ARG, "variable '%s': %s", name,
                                      kiln_last_error());
+        }
     } else if (init.kind == KILN_INIT_ONES || init.kind == KILN_INIT_VALUE) {
         int32_t *d = v->data;
         for (int64_t i = 0; i < kiln_shape_numel(shape); i++)
@@ -208,7 +230,7 @@ static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
         return NULL;
     }
     if (v->dtype != t->dtype || !kiln_shape_equal(v->shape, t->shape)) {
-        kiln_session_fail(s, KILN_ERR_SHAPE,
+        kiln_session_fail(s, v->dtype != t->dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
                           "%s: variable '%s' is %s%s, tensor is %s%s", fn, name,
                           kiln_dtype_name(v->dtype),
                           kiln_shape_str(v->shape, b1, sizeof b1),
@@ -219,15 +241,24 @@ static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
     return v;
 }
 
+/* The status of a failed lookup, which left its message in s. */
+static kiln_status lookup_status(const kiln_session *s, const char *name,
+                                 const kiln_tensor *t)
+{
+    const kiln_var *v = s && name && t ? kiln_session_find(s, name) : NULL;
+    if (!s || !name || !t)
+        return KILN_ERR_ARG;
+    if (!v)
+        return KILN_ERR_NOTFOUND;
+    return v->dtype != t->dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE;
+}
+
 kiln_status kiln_variable_read(kiln_session *s, const char *name,
                                kiln_tensor *out)
 {
     kiln_var *v = lookup(s, name, out, "kiln_variable_read");
     if (!v)
-        return s ? (out && name && kiln_session_find(s, name) ? KILN_ERR_SHAPE
-                    : out && name                             ? KILN_ERR_NOTFOUND
-                                                              : KILN_ERR_ARG)
-                 : KILN_ERR_ARG;
+        return lookup_status(s, name, out);
     memcpy(out->data, v->data, kiln_tensor_bytes(out));
     return KILN_OK;
 }
@@ -237,10 +268,7 @@ kiln_status kiln_variable_write(kiln_session *s, const char *name,
 {
     kiln_var *v = lookup(s, name, t, "kiln_variable_write");
     if (!v)
-        return s ? (t && name && kiln_session_find(s, name) ? KILN_ERR_SHAPE
-                    : t && name                             ? KILN_ERR_NOTFOUND
-                                                            : KILN_ERR_ARG)
-                 : KILN_ERR_ARG;
+        return lookup_status(s, name, t);
     memcpy(v->data, t->data, kiln_tensor_bytes(t));
     return KILN_OK;
 }
