@@ -561,6 +561,288 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                            kiln_tensor *const *feeds, int n_feed, double eps,
                            double tol, kiln_gradcheck_result *res);
 
+/* ---------------------------------------------------------------- named axes */
+
+/* The Nervana-graph front end: tensors whose dimensions are named axes.
+   Each kiln_ax is a node of g plus one axis per dimension; the builders
+   below lower onto the ordinary ops (permute, reshape, broadcast, matmul),
+   so everything compiles and differentiates as usual.  Errors are recorded
+   in g like every other builder and give a poisoned kiln_ax. */
+
+#define KILN_AXIS_NAME_MAX 32
+
+/* An axis: a name, a length, a batch flag and a dual position.  Two axes
+   are the same axis when their names and dual positions are equal (their
+   lengths must then agree).  A value type: copy it freely. */
+typedef struct kiln_axis {
+    char name[KILN_AXIS_NAME_MAX];
+    int64_t length;
+    int batch;  /* held out of default reductions */
+    int dual;   /* position in the dual family: 0 as made, -1 for axis - 1 */
+} kiln_axis;
+
+/* An ordered list of axes; KILN_AXES(a, b) builds one, KILN_NO_AXES is the
+   empty list of a scalar. */
+typedef struct kiln_axes {
+    int n;
+    kiln_axis a[KILN_MAX_DIMS];
+} kiln_axes;
+#define KILN_AXES(...)                                                         \
+    ((kiln_axes){.n = (int)(sizeof((kiln_axis[]){__VA_ARGS__}) /              \
+                            sizeof(kiln_axis)),                               \
+                 .a = {__VA_ARGS__}})
+#define KILN_NO_AXES ((kiln_axes){.n = 0})
+
+/* ng.make_axis(length, name, batch).  A NULL, empty or too long name or a
+   negative length gives an invalid axis (length -1) that builders reject. */
+kiln_axis kiln_axis_make(const char *name, int64_t length, int batch);
+/* axis + offset: the member of a's dual family offset positions away
+   (kiln_axis_dual(C, -1) is ng's ax.C - 1). */
+kiln_axis kiln_axis_dual(kiln_axis a, int offset);
+/* 1 when a and b are the same axis (same name and dual position). */
+int kiln_axis_same(kiln_axis a, kiln_axis b);
+
+/* A tensor with axes, owned by its graph. */
+typedef struct kiln_ax kiln_ax;
+
+/* ng.placeholder(axes): an input fed with a tensor shaped by the axes'
+   lengths, in order. */
+kiln_ax *kiln_ax_placeholder(kiln_graph *g, const char *name, kiln_axes axes);
+/* ng.variable(axes, initial_value).named(name): a session variable. */
+kiln_ax *kiln_ax_variable(kiln_graph *g, const char *name, kiln_axes axes,
+                          kiln_init init);
+/* ng.constant(v): a scalar constant (no axes). */
+kiln_ax *kiln_ax_scalar(kiln_graph *g, float v);
+/* Gives axes to an existing node of g (one per dimension, lengths must
+   match its shape). */
+kiln_ax *kiln_ax_wrap(kiln_graph *g, kiln_node *n, kiln_axes axes);
+/* .named(name): names the node (shown by print); returns t. */
+kiln_ax *kiln_ax_named(kiln_ax *t, const char *name);
+/* The node and axes of t (NULL / no axes for NULL). */
+kiln_node *kiln_ax_node(const kiln_ax *t);
+kiln_axes kiln_ax_axes(const kiln_ax *t);
+/* Writes "(C:4, N:128*)" into buf (always terminated; * marks batch axes,
+   -1 +1 dual positions); returns buf. */
+char *kiln_axes_str(kiln_axes axes, char *buf, size_t n);
+
+/* Element-wise ops align operands by axis identity, not position: the result
+   has a's axes then b's axes that a lacks, and each operand is broadcast
+   over the axes it lacks. */
+kiln_ax *kiln_ax_add(kiln_graph *g, kiln_ax *a, kiln_ax *b);
+kiln_ax *kiln_ax_sub(kiln_graph *g, kiln_ax *a, kiln_ax *b);
+kiln_ax *kiln_ax_mul(kiln_graph *g, kiln_ax *a, kiln_ax *b);
+kiln_ax *kiln_ax_div(kiln_graph *g, kiln_ax *a, kiln_ax *b);
+/* Unary ops keep the axes; kiln_ax_apply applies any unary builder
+   (kiln_tanh, kiln_relu, ...). */
+kiln_ax *kiln_ax_apply(kiln_graph *g,
+                       kiln_node *(*op)(kiln_graph *, kiln_node *), kiln_ax *x);
+kiln_ax *kiln_ax_neg(kiln_graph *g, kiln_ax *x);
+kiln_ax *kiln_ax_exp(kiln_graph *g, kiln_ax *x);
+kiln_ax *kiln_ax_log(kiln_graph *g, kiln_ax *x);
+kiln_ax *kiln_ax_sigmoid(kiln_graph *g, kiln_ax *x);
+/* ng.dot: contracts every axis of a with the axis of b of the same dual
+   family one position higher (W's C-1 with X's C), whatever their order in
+   memory; axes in both operands become batch dimensions of the product.  The
+   result has the shared axes, then a's free axes, then b's. */
+kiln_ax *kiln_ax_dot(kiln_graph *g, kiln_ax *a, kiln_ax *b);
+/* ng.sum / ng.mean: out_axes NULL keeps the batch axes and reduces the rest;
+   otherwise exactly *out_axes remain (each must be an axis of x), in that
+   order. */
+kiln_ax *kiln_ax_sum(kiln_graph *g, kiln_ax *x, const kiln_axes *out_axes);
+kiln_ax *kiln_ax_mean(kiln_graph *g, kiln_ax *x, const kiln_axes *out_axes);
+/* ng.batch_size / ng.tensor_size: scalar constants, the product of the
+   lengths of x's batch axes (1 when none) / of all its axes. */
+kiln_ax *kiln_ax_batch_size(kiln_graph *g, kiln_ax *x);
+kiln_ax *kiln_ax_tensor_size(kiln_graph *g, kiln_ax *x);
+/* ng.cross_entropy_binary: sum over out_axes (as kiln_ax_sum) of
+   -(y log y_hat + (1 - y) log(1 - y_hat)); when y_hat is a sigmoid the logs
+   are taken from its logits, so the loss stays finite when it saturates. */
+kiln_ax *kiln_ax_cross_entropy_binary(kiln_graph *g, kiln_ax *y_hat, kiln_ax *y,
+                                      const kiln_axes *out_axes);
+/* ng.deriv(L, v): dL/dv for a scalar L, with v's axes. */
+kiln_ax *kiln_ax_deriv(kiln_graph *g, kiln_ax *loss, kiln_ax *v);
+/* ng.assign(v, value): value (same set of axes, any order) becomes v's value
+   at the end of the run. */
+kiln_ax *kiln_ax_assign(kiln_graph *g, kiln_ax *v, kiln_ax *value);
+/* ng.doall: one result that runs every op in xs. */
+kiln_ax *kiln_ax_doall(kiln_graph *g, kiln_ax *const *xs, int n);
+/* L.variables(): the variables (built with kiln_ax_variable) that x depends
+   on, in order of first use, written to out[0..max-1].  Returns how many
+   there are (may exceed max); 0 for NULL or poisoned x. */
+int kiln_ax_variables(const kiln_ax *x, kiln_ax **out, int max);
+
+/* A computation (transformer.computation(results, placeholders)): compiled
+   on its first call in session s, so several computations on one session
+   share their variables.  g must live until the first call. */
+typedef struct kiln_computation kiln_computation;
+/* NULL (kiln_last_error) on NULL arguments; graph errors surface at the
+   first call. */
+kiln_computation *kiln_computation_new(kiln_session *s, kiln_graph *g,
+                                       kiln_ax *const *results, int n_results,
+                                       kiln_ax *const *placeholders, int n_ph);
+/* Frees the computation and its compiled function; call it before freeing
+   the session.  NULL is a no-op. */
+void kiln_computation_free(kiln_computation *c);
+/* Calls c: in[i] feeds placeholder i (shaped by its axes).  Results are then
+   read with kiln_computation_result.  Errors in kiln_session_error. */
+kiln_status kiln_computation_call(kiln_computation *c, kiln_tensor *const *in);
+/* The i-th result of the last call, owned by c (NULL before the first
+   successful call or out of range). */
+const kiln_tensor *kiln_computation_result(const kiln_computation *c, int i);
+/* The first element of the i-th result as a float (NAN when unavailable). */
+float kiln_computation_scalar(const kiln_computation *c, int i);
+/* Prints the compiled program (compiling it if needed): placeholders and
+   results with their axes, then the buffers and the kernel sequence. */
+kiln_status kiln_computation_print(kiln_computation *c, FILE *out);
+
+/* ---------------------------------------------------------------- modules */
+
+/* The PopXL front end: subgraphs with their own graph inputs, built by
+   modules, called from a parent graph (inlined, with call info), and
+   differentiated on their own; programs with host streams and in-place
+   updates.  Errors are recorded in the graph being built (the subgraph's
+   or the parent's); calls return poisoned nodes once it failed. */
+
+/* A graph with inputs and outputs, callable from other graphs. */
+typedef struct kiln_subgraph kiln_subgraph;
+/* The record of one call: the called subgraph, the parent tensors bound to
+   its inputs and the parent tensors of its outputs; owned by the parent
+   graph. */
+typedef struct kiln_call_info kiln_call_info;
+/* What autodiff returns (PopXL's GradGraphInfo): the gradient subgraph and
+   how to connect it to a forward call. */
+typedef struct kiln_grad_info kiln_grad_info;
+
+/* inputs_dict entry: subgraph input -> parent tensor. */
+typedef struct kiln_binding {
+    kiln_node *input;
+    kiln_node *value;
+} kiln_binding;
+
+/* A module's build function (popxl.Module.build): given the subgraph and
+   its first graph inputs (made like create_graph's example inputs), adds
+   ops, more graph inputs (kiln_subgraph_input) and outputs. */
+typedef void (*kiln_module_build_fn)(kiln_subgraph *sg, void *module,
+                                     kiln_node *const *inputs, int n);
+
+/* New empty subgraph; NULL only when out of memory. */
+kiln_subgraph *kiln_subgraph_new(const char *name);
+/* Frees the subgraph (calls already made stay in their parents).  NULL is a
+   no-op. */
+void kiln_subgraph_free(kiln_subgraph *sg);
+/* The graph ops are added to (for the kiln_* builders). */
+kiln_graph *kiln_subgraph_graph(kiln_subgraph *sg);
+/* popxl.graph_input: a new input of the subgraph, bound at each call. */
+kiln_node *kiln_subgraph_input(kiln_subgraph *sg, const char *name,
+                               kiln_dtype dt, kiln_shape shape);
+/* Marks y as the next output of the subgraph; returns y. */
+kiln_node *kiln_subgraph_output(kiln_subgraph *sg, kiln_node *y);
+int kiln_subgraph_num_inputs(const kiln_subgraph *sg);
+int kiln_subgraph_num_outputs(const kiln_subgraph *sg);
+/* The i-th graph input / output (NULL when out of range). */
+kiln_node *kiln_subgraph_input_at(const kiln_subgraph *sg, int i);
+kiln_node *kiln_subgraph_output_at(const kiln_subgraph *sg, int i);
+/* ir.create_graph(module, examples...): a subgraph whose first inputs have
+   the dtypes and shapes of the n example nodes, built by build(module).
+   Build errors are in kiln_graph_error(kiln_subgraph_graph(sg)). */
+kiln_subgraph *kiln_module_create_graph(kiln_module_build_fn build,
+                                        void *module,
+                                        kiln_node *const *examples, int n);
+
+/* ops.call_with_info: inlines sg into parent.  args bind the first n_args
+   graph inputs in order, dict the others; every input must be bound once,
+   to a parent node of the same dtype and shape.  NULL only when parent is
+   NULL; on error the parent's error is set and the outputs are poisoned. */
+kiln_call_info *kiln_call_with_info(kiln_graph *parent, kiln_subgraph *sg,
+                                    kiln_node *const *args, int n_args,
+                                    const kiln_binding *dict, int n_dict);
+/* ops.call: as kiln_call_with_info, writing the subgraph's outputs to
+   outs[0..num_outputs-1].  KILN_OK or the parent graph's error. */
+kiln_status kiln_call(kiln_graph *parent, kiln_subgraph *sg,
+                      kiln_node *const *args, int n_args,
+                      const kiln_binding *dict, int n_dict, kiln_node **outs);
+/* The i-th output of the call in the parent (poisoned when out of range). */
+kiln_node *kiln_call_info_output(const kiln_call_info *ci, int i);
+/* The parent tensor bound to a graph input of the called subgraph (NULL
+   when input is not one). */
+kiln_node *kiln_call_info_parent_input(const kiln_call_info *ci,
+                                       const kiln_node *input);
+/* The called subgraph (called_graph). */
+kiln_subgraph *kiln_call_info_graph(const kiln_call_info *ci);
+
+/* transforms.autodiff(graph, grads_required): a gradient subgraph whose
+   inputs are one gradient per output of fwd, then the forward activations
+   it needs; its outputs are the gradients of the required graph inputs, in
+   order (grads_required NULL: every f32 input).  NULL only when out of
+   memory; errors in kiln_graph_error(kiln_subgraph_graph(graph)). */
+kiln_grad_info *kiln_autodiff(kiln_subgraph *fwd,
+                              kiln_node *const *grads_required, int n_req);
+/* Frees the info and its gradient subgraph.  NULL is a no-op. */
+void kiln_grad_info_free(kiln_grad_info *gi);
+/* The gradient subgraph. */
+kiln_subgraph *kiln_grad_info_graph(const kiln_grad_info *gi);
+/* inputs_dict(fwd_call_info): bindings of the gradient graph's activation
+   inputs to the parent tensors of the forward call; writes up to max to out
+   and returns how many there are (-1 when fwd_ci is not a call of the
+   forward subgraph). */
+int kiln_grad_info_inputs_dict(const kiln_grad_info *gi,
+                               const kiln_call_info *fwd_ci, kiln_binding *out,
+                               int max);
+/* fwd_parent_ins_to_grad_parent_outs(fwd_ci, grad_ci)[x]: the gradient, in
+   the parent, of the parent tensor x bound to a forward input.  Poisoned
+   node with the parent's error when x was not bound to an input whose
+   gradient was required. */
+kiln_node *kiln_grad_info_parent_grad(const kiln_grad_info *gi,
+                                      const kiln_call_info *fwd_ci,
+                                      const kiln_call_info *grad_ci,
+                                      kiln_node *x);
+
+/* A program (popxl.Ir): a main graph, host-to-device and device-to-host
+   streams, and in-place variable updates, compiled into a session and run
+   with host buffers bound to its streams. */
+typedef struct kiln_program kiln_program;
+typedef struct kiln_stream kiln_stream;
+/* Binds a host tensor to a stream for one run. */
+typedef struct kiln_stream_data {
+    kiln_stream *stream;
+    kiln_tensor *tensor;
+} kiln_stream_data;
+
+/* New empty program; NULL only when out of memory. */
+kiln_program *kiln_program_new(void);
+/* Frees the program and its compiled function (before the session it was
+   compiled in).  NULL is a no-op. */
+void kiln_program_free(kiln_program *p);
+/* The main graph. */
+kiln_graph *kiln_program_graph(kiln_program *p);
+/* popxl.h2d_stream / d2h_stream: a named stream of dt and shape (NULL with
+   the graph's error on a bad dtype or shape). */
+kiln_stream *kiln_h2d_stream(kiln_program *p, const char *name, kiln_dtype dt,
+                             kiln_shape shape);
+kiln_stream *kiln_d2h_stream(kiln_program *p, const char *name, kiln_dtype dt,
+                             kiln_shape shape);
+/* ops.host_load: the tensor read from an h2d stream on each run. */
+kiln_node *kiln_host_load(kiln_program *p, kiln_stream *s, const char *name);
+/* ops.host_store: x is written to the d2h stream's buffer on each run.
+   KILN_OK or the graph's error (shape or dtype differ from the stream's). */
+kiln_status kiln_host_store(kiln_program *p, kiln_stream *s, kiln_node *x);
+/* ops.scaled_add_(x, y, a, b): the variable x becomes a x + b y.  Updates
+   take effect at the end of the run, after every value of the run has been
+   computed (so reads in the same run see the old value).  Returns the node
+   of the new value. */
+kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x,
+                                   kiln_node *y, float a, float b);
+/* Compiles the program into s (creating its variables there).  KILN_OK or
+   the error (kiln_program_error). */
+kiln_status kiln_program_compile(kiln_program *p, kiln_session *s);
+/* session.run(inputs): binds every h2d stream (required) and any d2h
+   stream (optional) to a tensor of its dtype and shape and runs once.
+   KILN_ERR_STATE before kiln_program_compile. */
+kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
+                             int n);
+/* The graph's error, else the last compile or run error ("" when none). */
+const char *kiln_program_error(const kiln_program *p);
+
 /* ---------------------------------------------------------------- data */
 
 /* Loads an MNIST-format split from dir (train = 1: train-*, 0: t10k-*),
