@@ -373,6 +373,10 @@ kiln_rng *kiln_session_rng(kiln_session *s);
 /* Sets the threads used by kernels and BLAS (n <= 0: one per core), so the
    two pools never oversubscribe the cores.  Returns the count in use. */
 int kiln_set_num_threads(int n);
+/* Flushes denormal results and inputs to zero while kernels run (1, the
+   default: they are rounding noise in training and cost 100x in time) or
+   keeps IEEE behaviour (0); -1 only reads.  Returns the setting in force. */
+int kiln_set_flush_denormals(int on);
 
 /* Number of variables and the i-th one's description. */
 int kiln_session_num_variables(const kiln_session *s);
@@ -399,7 +403,8 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
 
 /* ---------------------------------------------------------------- compiled */
 
-/* Compiles outputs (n_out nodes) of g, fed by inputs (n_in input nodes).
+/* Compiles outputs (n_out nodes) of g, fed by inputs (n_in input nodes),
+   through every pass of kiln_compile_defaults() (see compiler passes).
    Variables are created in s on first use.  NULL on error
    (kiln_session_error; a failed graph's error is copied there). */
 kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
@@ -416,6 +421,65 @@ kiln_tensor *kiln_function_new_output(const kiln_function *f, int i);
 kiln_status kiln_function_print(const kiln_function *f, FILE *out);
 /* Frees a function (also freed with its session).  NULL is a no-op. */
 void kiln_function_free(kiln_function *f);
+
+/* ---------------------------------------------------------------- compiler passes */
+
+/* What kiln_compile_ex does between cloning the graph and scheduling it.
+   Each pass is switched by its flag (1 on, 0 off) and runs where the
+   pipeline names it; the graph is validated after every pass.  Passes never
+   change results beyond float rounding, except as finite_math says.
+     dce       drop nodes no output, assign or listed input needs
+     cse       merge nodes with the same op, inputs and attributes, and
+               constants with the same value
+     fold      evaluate nodes whose inputs are all constants (reference
+               kernels) when the result has at most fold_max_elements
+     simplify  x*1, 1*x, x/1, x+0, x-0 -> x (x+0 turns a -0 into -0 where
+               the addition gives +0); neg(neg x), permute chains, reshape
+               chains, identity reshape/permute/stop_gradient; a transpose
+               feeding matmul becomes its trans flag; sum(broadcast(x))
+               over exactly the broadcast axes -> x * count
+     fuse      chains and trees of elementwise ops of one shape (inputs may
+               broadcast) -> one "fused" kernel running a small program
+   plan_memory: buffers reuse the memory of dead ones (offsets 64-byte
+   aligned, largest first) and elementwise ops write over an input at its
+   last use; outputs, inputs, variables, constants and assigned values are
+   never overwritten.  0 gives every computed node its own buffer. */
+typedef struct kiln_compile_options {
+    int dce, cse, fold, simplify, fuse;
+    int plan_memory;
+    /* 1: assume no value is inf or NaN, which also allows x - x -> 0
+       (NaN - NaN and inf - inf are NaN).  Default 0. */
+    int finite_math;
+    int64_t fold_max_elements; /* default 65536; >= 0 */
+    /* Comma-separated pass names in order, e.g. "dce,simplify,fuse"; a
+       pass may appear several times.  NULL: the default
+       "dce,cse,simplify,fold,cse,simplify,fuse,dce". */
+    const char *pipeline;
+    /* Non-NULL: prints the IR (kiln_graph_print format, fused programs
+       spelled out) before the first pass and after each one.  The
+       environment variable KILN_DUMP=passes does the same on stderr. */
+    FILE *dump;
+} kiln_compile_options;
+
+/* Every pass and planning on, finite_math off, the default pipeline. */
+kiln_compile_options kiln_compile_defaults(void);
+/* kiln_compile with options (NULL = defaults).  NULL on error with
+   kiln_session_error: bad options (an unknown pass name, a negative
+   fold_max_elements) give KILN_ERR_ARG, a pass that breaks the graph names
+   the pass and the broken node. */
+kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
+                               kiln_node *const *outputs, int n_out,
+                               kiln_node *const *inputs, int n_in,
+                               const kiln_compile_options *opt);
+/* Bytes of the function's buffer block (the memory plan's peak); 0 for
+   NULL. */
+size_t kiln_function_memory(const kiln_function *f);
+/* Bytes the computed values would take with one buffer each (planning
+   off); 0 for NULL. */
+size_t kiln_function_memory_unplanned(const kiln_function *f);
+/* Number of kernel calls one run makes (in-place copies that do nothing
+   are not counted); -1 for NULL. */
+int kiln_function_num_kernels(const kiln_function *f);
 
 /* ---------------------------------------------------------------- dynamic */
 
@@ -529,16 +593,135 @@ float kiln_optimizer_lr(const kiln_optimizer *o);
 /* Number of steps applied so far (read from the session); -1 for NULL. */
 int64_t kiln_optimizer_step_count(const kiln_optimizer *o);
 
+/* ---------------------------------------------------------------- marian */
+
+/* Logging.  Lines look like Marian's:
+     [2026-11-21 15:10:51] [memory] Reserving 256 MB, device cpu0
+   Warnings and errors carry "[warn] " / "[error] " after the time.  The
+   level and the callback are the library's only global state; set them
+   before starting threads. */
+typedef enum kiln_log_level {
+    KILN_LOG_DEBUG,
+    KILN_LOG_INFO, /* the default */
+    KILN_LOG_WARN,
+    KILN_LOG_ERROR,
+    KILN_LOG_OFF,
+} kiln_log_level;
+/* Receives each formatted line (no trailing newline; debug output may hold
+   several lines). */
+typedef void (*kiln_log_fn)(kiln_log_level level, const char *line,
+                            void *user);
+/* Messages below level are dropped.  An unknown level is ignored. */
+void kiln_set_log_level(kiln_log_level level);
+kiln_log_level kiln_get_log_level(void);
+/* Sends every line to fn (NULL restores the default: stderr). */
+void kiln_set_log_callback(kiln_log_fn fn, void *user);
+/* Logs a printf-style message under a category ("memory", "training"; NULL
+   for none).  A NULL fmt is ignored. */
+void kiln_log_printf(kiln_log_level level, const char *category,
+                     const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Workspace: the memory dynamic forward and backward take their values
+   from, by bump allocation, all released at once by kiln_graph_clear.
+   Variables and optimiser state live in the session, outside it. */
+
+/* Preallocates mb MiB of workspace for g (Marian's reserveWorkspaceMB) and
+   logs "[memory] Reserving ...".  Growth beyond it is logged as a warning,
+   or refused in strict mode.  KILN_ERR_ARG for mb 0, KILN_ERR_STATE when
+   the workspace holds values (call after kiln_graph_new or kiln_graph_clear,
+   before kiln_feed) and KILN_ERR_MEMORY when it cannot be allocated, with
+   kiln_last_error. */
+kiln_status kiln_graph_reserve_workspace_mb(kiln_graph *g, size_t mb);
+/* Strict mode (on != 0): a value that does not fit in the reservation makes
+   kiln_feed / kiln_forward / kiln_backward fail with KILN_ERR_MEMORY and a
+   message naming the node, instead of growing the workspace.  KILN_ERR_STATE
+   (kiln_last_error) when turning it on without a reservation. */
+kiln_status kiln_graph_set_workspace_strict(kiln_graph *g, int on);
+
+typedef struct kiln_workspace_stats {
+    size_t reserved; /* bytes held by the workspace (reservation + growth) */
+    size_t used;     /* bytes handed out since the last clear: its footprint */
+    size_t live;     /* bytes of values alive now (checkpointing releases) */
+    size_t peak;     /* most live bytes at once since the last clear */
+} kiln_workspace_stats;
+/* Fills st.  KILN_ERR_ARG for NULL arguments. */
+kiln_status kiln_graph_workspace_stats(const kiln_graph *g,
+                                       kiln_workspace_stats *st);
+
+/* Gradient checkpointing.  Marks n (a node of any kind) as a checkpoint:
+   with checkpointing on, its value is kept through backward.  Returns n; a
+   NULL or poisoned n is returned as is. */
+kiln_node *kiln_checkpoint(kiln_node *n);
+/* 1 when n is marked. */
+int kiln_node_is_checkpoint(const kiln_node *n);
+/* Turns checkpointing on for g (kept across kiln_graph_clear): forward
+   releases every value once its last consumer has run, except leaves,
+   marked nodes and nodes nothing consumes (outputs); backward recomputes a
+   released value, and the segment behind it back to the nearest kept
+   values, when a gradient needs it, and releases it again after its last
+   use.  Gradients are bit-identical to a run without checkpointing.  After
+   backward only leaves, marked nodes, the loss, outputs and the gradients of
+   variables and of kiln_debug nodes keep values: kiln_node_value on a
+   released node is KILN_ERR_STATE.  KILN_ERR_ARG for a NULL graph. */
+kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on);
+
+/* Check-finite mode (on != 0): kiln_forward and kiln_backward stop at the
+   first node whose value (forward) or gradient (backward) holds a NaN or an
+   infinity and return KILN_ERR_NUMERIC; the session's error names the node,
+   its op, shape and name, the node it is the gradient of, and its inputs
+   with their ranges.  KILN_ERR_ARG for a NULL graph. */
+kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on);
+
+/* Parameters (Marian's params()): kiln_session_num_variables and
+   kiln_session_variable_info iterate them. */
+/* Index of the variable called name, or -1 (also for NULL arguments). */
+int kiln_session_find_variable(const kiln_session *s, const char *name);
+/* Marks the variable name trainable or frozen.  In the dynamic path a
+   variable is trained when both the session and its node say so (the node
+   default is trainable; kiln_node_set_trainable(v, 0) also freezes it in the
+   session).  KILN_ERR_NOTFOUND or KILN_ERR_ARG with the session's error. */
+kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,
+                                       int trainable);
+/* Prints one line per variable: "W1  f32  [4,5]  trainable  20 values",
+   then the total.  KILN_ERR_ARG for NULL arguments. */
+kiln_status kiln_session_print_variables(const kiln_session *s, FILE *out);
+
+/* Kiln's .bin format (what kiln_session_save writes for a ".bin" path):
+   a 64-byte header (magic "KILNBIN\0", version, tensor count, table and
+   data sizes, CRC32s), a table of entries (name, dtype, shape, offset,
+   size, CRC32 of the data), then the data, little-endian, every tensor
+   starting at a 64-byte aligned file offset so the file can be
+   memory-mapped.  Writing is atomic as kiln_npz_write.  KILN_ERR_ARG,
+   KILN_ERR_DTYPE or KILN_ERR_IO with kiln_last_error. */
+typedef struct kiln_tensor_list kiln_tensor_list;
+kiln_status kiln_bin_write(const char *path, const kiln_tensor_list *l);
+/* Reads a .bin file, checking everything (magic, version, sizes against
+   the file's, names, dtypes, shapes, alignment, every CRC) before returning
+   it.  NULL (kiln_last_error) on a missing, truncated or corrupt file. */
+kiln_tensor_list *kiln_bin_read(const char *path);
+
 /* ---------------------------------------------------------------- debugging */
 
-/* Marks n: forward prints its value and backward its gradient to the log
-   stream (stderr by default) with msg.  Returns n. */
+/* Marks n (Marian's debug(node, msg)): forward prints its value and
+   backward its gradient, in Marian's layout:
+     [2026-11-21 15:10:51] Debug: Parameter x op=variable
+     [2026-11-21 15:10:51] shape=1x1 size=1 type=float32 device=cpu0 ptr=... bytes=64
+     min: 2.00000000 max: 2.00000000 l2-norm: 2.00000000
+     [[   2.00000000 ]]
+   ("Debug Grad:" for the gradient; dimensions longer than 6 are elided
+   with "...").  The lines go to the log (callback or stderr) whatever the
+   log level, or to the debug stream when one is set.  Returns n (a NULL or
+   poisoned n as is). */
 kiln_node *kiln_debug(kiln_node *n, const char *msg);
-/* Prints a tensor summary: shape, size, dtype, min, max, l2-norm and up to
-   limit values. */
+/* Prints a tensor in the same layout, without timestamps, to out; limit 0
+   omits the values.  NULL t or out prints nothing. */
 void kiln_tensor_print(const kiln_tensor *t, const char *msg, int limit,
                        FILE *out);
-/* Where debug output goes (NULL = stderr). */
+/* Where debug output goes instead of the log (NULL = the log). */
 void kiln_set_debug_stream(FILE *out);
 
 /* ---------------------------------------------------------------- checking */
@@ -906,7 +1089,7 @@ double kiln_now(void);
 /* ---------------------------------------------------------------- checkpoints */
 
 /* Saves every session variable (and the session RNG as "__rng__") to path:
-   .safetensors by extension, .npz otherwise.  Atomic.  KILN_ERR_IO with the
+   .safetensors or Kiln's .bin by extension, .npz otherwise.  Atomic.  KILN_ERR_IO with the
    session's error. */
 kiln_status kiln_session_save(kiln_session *s, const char *path);
 /* Loads variables saved by kiln_session_save or numpy.  Every tensor is

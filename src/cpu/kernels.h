@@ -9,11 +9,22 @@
 typedef void (*kiln_kernel_fn)(const kiln_node *n, void *out, void *const *in);
 
 /* Reference kernels (NULL for leaves, whose buffers are bound, not
-   computed). */
+   computed).  They define what every op computes. */
 extern const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT];
 
-/* Runs node n's kernel. */
+/* Fast kernels: vectorised for the processor at run time and threaded over
+   large tensors.  NULL where an op has no fast version: the reference runs
+   instead. */
+extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
+
+/* Runs node n's kernel: the fast one unless the reference is forced, with
+   denormals flushed to zero while it runs when that option is on. */
 void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in);
+
+/* Forces the reference kernels (1) or the fast ones (0); -1 only reads.
+   Starts from the environment: KILN_REFERENCE=1 forces the reference.
+   Returns the setting in force. */
+int kiln_cpu_use_reference(int on);
 
 /* out = a(MxK, or KxM when ta) x b(KxN, or NxK when tb), row-major. */
 void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/fused.h"
 #include "cpu/kernels.h"
 
 #ifdef KILN_HAVE_BLAS
@@ -436,6 +437,7 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
     *(float *)o = 0.0f;
 }
 
+#define ref_FUSED kiln_fused_ref
 #define ref_INPUT NULL
 #define ref_CONSTANT NULL
 #define ref_VARIABLE NULL
@@ -446,10 +448,3 @@ const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT] = {
 #include "graph/ops.def"
 #undef X
 };
-
-void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
-{
-    kiln_kernel_fn k = kiln_ref_kernels[n->op];
-    if (k)
-        k(n, out, in);
-}

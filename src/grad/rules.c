@@ -227,6 +227,7 @@ RULE(CAST)
 #define grad_ONEHOT NULL
 #define grad_ASSIGN NULL
 #define grad_DOALL NULL
+#define grad_FUSED NULL /* built after autodiff, by the compiler */
 #define grad_ERROR NULL
 
 const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT] = {

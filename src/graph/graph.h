@@ -24,6 +24,7 @@ typedef enum kiln_op_kind {
     KILN_KIND_CONTRACT,
     KILN_KIND_CONVERT,
     KILN_KIND_STATE,
+    KILN_KIND_FUSED, /* elementwise program built by the fusion pass */
 } kiln_op_kind;
 
 typedef struct kiln_op_info {
@@ -46,7 +47,7 @@ typedef struct kiln_attrs {
     int depth;                   /* one_hot */
     kiln_init init;              /* variable */
     int trainable;               /* variable */
-    const void *data;            /* constant (arena copy) */
+    const void *data;            /* constant (arena copy); fused: program */
 } kiln_attrs;
 
 struct kiln_node {
@@ -64,6 +65,7 @@ struct kiln_node {
     kiln_node *grad;     /* adjoint node after kiln_backward */
     const char *debug_msg;
     int debug;
+    int checkpoint;      /* kiln_checkpoint: value kept when checkpointing */
 };
 
 struct kiln_graph {
@@ -79,6 +81,15 @@ struct kiln_graph {
     kiln_arena workspace;  /* values of computed nodes */
     int n_computed;        /* nodes [0, n_computed) have values */
     kiln_node *backward_loss;
+    /* workspace policy and modes (runtime/dynamic.c, runtime/checkpointing.c) */
+    size_t ws_reserved;    /* bytes reserved by the user, 0 = none */
+    size_t ws_seen;        /* workspace.used_total after our last allocation:
+                              a different value means the graph was cleared */
+    size_t ws_live, ws_peak; /* bytes in use now / at most since the clear */
+    void *ws_bins;         /* released values by size, for reuse */
+    int ws_strict;         /* exceeding ws_reserved is an error */
+    int checkpointing;     /* release unmarked activations, recompute them */
+    int check_finite;      /* stop at the first NaN or infinity */
 };
 
 /* Records the first error (later ones are ignored) and returns the poison
@@ -88,6 +99,8 @@ kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
 /* 1 when x is usable in g; otherwise records why (naming fn) and returns 0.
    A graph that already failed returns 0 silently. */
 int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x);
+/* 1 when x is f32; otherwise records a dtype error naming fn. */
+int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x);
 /* Appends a node with the given inputs; the caller fills attrs after. */
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in);

@@ -9,8 +9,9 @@
 
 #define SHAPE_BUF 96
 #define S(sh, buf) kiln_shape_str((sh), (buf), sizeof(buf))
+#define check_f32 kiln_graph_check_f32
 
-static int check_f32(kiln_graph *g, const char *fn, kiln_node *x)
+int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x)
 {
     if (x->dtype == KILN_F32)
         return 1;

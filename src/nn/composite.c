@@ -8,14 +8,7 @@
    the caller used rather than a primitive of its decomposition. */
 static int check_f32_operand(kiln_graph *g, const char *fn, kiln_node *x)
 {
-    if (!kiln_graph_check(g, fn, x))
-        return 0;
-    if (x->dtype == KILN_F32)
-        return 1;
-    kiln_graph_fail(g, KILN_ERR_DTYPE,
-                    "%s: operand %%%d has dtype %s, expected f32 (use kiln_cast)",
-                    fn, x->id, kiln_dtype_name(x->dtype));
-    return 0;
+    return kiln_graph_check(g, fn, x) && kiln_graph_check_f32(g, fn, x);
 }
 
 kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)

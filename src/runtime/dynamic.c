@@ -1,11 +1,224 @@
 /* Dynamic execution (Marian): nodes run in creation order as they are
-   built, values live in the graph's workspace arena, and clearing the graph
-   releases them all at once while the session keeps the variables. */
+   built, values live in the graph's workspace, and clearing the graph
+   releases them all at once while the session keeps the variables.  The
+   workspace is a bump arena; with checkpointing on, released values go to
+   per-size free lists that later values of the same size reuse. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cpu/kernels.h"
 #include "grad/grad.h"
-#include "runtime/runtime.h"
+#include "runtime/dynamic.h"
+
+/* ------------------------------------------------------------ workspace */
+
+#define WS_BINS 64
+
+typedef struct ws_bin {
+    size_t size;
+    void *head; /* released blocks, linked through their first bytes */
+} ws_bin;
+
+static size_t ws_block_size(size_t bytes)
+{
+    return bytes ? (bytes + 63) / 64 * 64 : 64;
+}
+
+/* Forgets the free lists and counters when the graph was cleared since our
+   last allocation (the arena's count no longer matches ours). */
+static void ws_sync(kiln_graph *g)
+{
+    if (g->workspace.used_total == g->ws_seen)
+        return;
+    g->ws_bins = NULL;
+    g->ws_live = g->ws_peak = 0;
+    g->ws_seen = g->workspace.used_total;
+}
+
+static ws_bin *ws_find_bin(kiln_graph *g, size_t size, int create)
+{
+    ws_bin *bins = g->ws_bins;
+    for (size_t i = 0, h = size / 64; i < WS_BINS; i++) {
+        ws_bin *b = &bins[(h + i) % WS_BINS];
+        if (b->size == size)
+            return b;
+        if (b->size == 0) {
+            if (!create)
+                return NULL;
+            b->size = size;
+            return b;
+        }
+    }
+    return NULL; /* every bin taken by another size: the block is not reused */
+}
+
+static void ws_account(kiln_graph *g, size_t size)
+{
+    g->ws_live += size;
+    if (g->ws_live > g->ws_peak)
+        g->ws_peak = g->ws_live;
+}
+
+static void describe(const kiln_node *n, char *buf, size_t size)
+{
+    char sh[96];
+    int k = snprintf(buf, size, "%%%d = %s(", n->id, kiln_op_table[n->op].name);
+    for (int i = 0; i < n->n_in && k > 0 && (size_t)k < size; i++)
+        k += snprintf(buf + k, size - (size_t)k, "%s%%%d", i ? ", " : "",
+                      n->in[i]->id);
+    if (k > 0 && (size_t)k < size)
+        snprintf(buf + k, size - (size_t)k, ") %s%s%s%s%s",
+                 kiln_dtype_name(n->dtype),
+                 kiln_shape_str(n->shape, sh, sizeof sh), n->name ? " '" : "",
+                 n->name ? n->name : "", n->name ? "'" : "");
+}
+
+static void *ws_fail(kiln_pass *r, const kiln_node *n, size_t need,
+                     const char *why)
+{
+    char what[160] = "bookkeeping", b1[32], b2[32], b3[32];
+    if (n)
+        describe(n, what, sizeof what);
+    kiln_session_fail(
+        r->s, KILN_ERR_MEMORY,
+        "%s: workspace %s at %s: needs %s, %s of %s reserved in use", r->fn,
+        why, what, kiln_log_bytes(need, b1, sizeof b1),
+        kiln_log_bytes(r->g->workspace.used_total, b2, sizeof b2),
+        kiln_log_bytes(r->g->ws_reserved, b3, sizeof b3));
+    return NULL;
+}
+
+void *kiln_ws_alloc(kiln_pass *r, const kiln_node *n, size_t bytes)
+{
+    kiln_graph *g = r->g;
+    ws_sync(g);
+    size_t need = ws_block_size(bytes);
+    ws_bin *bin = g->ws_bins ? ws_find_bin(g, need, 0) : NULL;
+    if (bin && bin->head) {
+        void *p = bin->head;
+        bin->head = *(void **)p;
+        memset(p, 0, bytes);
+        ws_account(g, need);
+        return p;
+    }
+    if (g->ws_strict && g->workspace.used_total + need > g->ws_reserved)
+        return ws_fail(r, n, need, "exhausted (strict mode)");
+    size_t before = g->workspace.reserved_total;
+    void *p = kiln_arena_alloc(&g->workspace, bytes);
+    if (!p)
+        return ws_fail(r, n, need, "out of memory");
+    g->ws_seen = g->workspace.used_total;
+    if (g->workspace.reserved_total > before) {
+        char b[32];
+        kiln_log_message(
+            g->ws_reserved ? KILN_LOG_WARN : KILN_LOG_DEBUG, 0, "memory",
+            "Extending reserved space to %s (device cpu0)",
+            kiln_log_bytes(g->workspace.reserved_total, b, sizeof b));
+    }
+    ws_account(g, need);
+    return p;
+}
+
+void kiln_ws_release(kiln_graph *g, kiln_node *n)
+{
+    size_t size = ws_block_size((size_t)kiln_shape_numel(n->shape) *
+                                kiln_dtype_size(n->dtype));
+    if (!g->ws_bins) {
+        g->ws_bins = kiln_arena_alloc(&g->workspace, WS_BINS * sizeof(ws_bin));
+        g->ws_seen = g->workspace.used_total;
+    }
+    ws_bin *bin = g->ws_bins ? ws_find_bin(g, size, 1) : NULL;
+    if (bin) {
+        *(void **)n->value = bin->head;
+        bin->head = n->value;
+    }
+    n->value = NULL;
+    g->ws_live -= size < g->ws_live ? size : g->ws_live;
+}
+
+kiln_status kiln_graph_reserve_workspace_mb(kiln_graph *g, size_t mb)
+{
+    if (!g) {
+        kiln_set_last_error("kiln_graph_reserve_workspace_mb: graph is NULL");
+        return KILN_ERR_ARG;
+    }
+    if (mb == 0 || mb > ((size_t)1 << 40) >> 20) {
+        kiln_set_last_error("kiln_graph_reserve_workspace_mb: %zu MB is not a "
+                            "usable size",
+                            mb);
+        return KILN_ERR_ARG;
+    }
+    if (g->workspace.used_total != 0) {
+        kiln_set_last_error(
+            "kiln_graph_reserve_workspace_mb: the workspace holds "
+            "values: reserve before kiln_feed or after "
+            "kiln_graph_clear");
+        return KILN_ERR_STATE;
+    }
+    size_t bytes = mb << 20;
+    kiln_arena_free(&g->workspace);
+    kiln_arena_init(&g->workspace, bytes);
+    /* one untouched block, kept for the graph's values after the reset */
+    if (!kiln_arena_alloc(&g->workspace, 1)) {
+        kiln_arena_free(&g->workspace);
+        kiln_arena_init(&g->workspace, 1 << 20);
+        g->ws_reserved = 0;
+        kiln_set_last_error(
+            "kiln_graph_reserve_workspace_mb: cannot allocate %zu MB", mb);
+        return KILN_ERR_MEMORY;
+    }
+    kiln_arena_reset(&g->workspace);
+    g->ws_reserved = bytes;
+    g->ws_seen = 0;
+    g->ws_bins = NULL;
+    g->ws_live = g->ws_peak = 0;
+    char b[32];
+    kiln_log_message(KILN_LOG_INFO, 0, "memory", "Reserving %s, device cpu0",
+                     kiln_log_bytes(bytes, b, sizeof b));
+    return KILN_OK;
+}
+
+kiln_status kiln_graph_set_workspace_strict(kiln_graph *g, int on)
+{
+    if (!g) {
+        kiln_set_last_error("kiln_graph_set_workspace_strict: graph is NULL");
+        return KILN_ERR_ARG;
+    }
+    if (on && !g->ws_reserved) {
+        kiln_set_last_error(
+            "kiln_graph_set_workspace_strict: no reservation: call "
+            "kiln_graph_reserve_workspace_mb first");
+        return KILN_ERR_STATE;
+    }
+    g->ws_strict = on != 0;
+    return KILN_OK;
+}
+
+kiln_status kiln_graph_workspace_stats(const kiln_graph *g,
+                                       kiln_workspace_stats *st)
+{
+    if (!g || !st)
+        return KILN_ERR_ARG;
+    int cleared = g->workspace.used_total != g->ws_seen;
+    st->reserved = g->workspace.reserved_total;
+    st->used = g->workspace.used_total;
+    st->live = cleared ? 0 : g->ws_live;
+    st->peak = cleared ? 0 : g->ws_peak;
+    return KILN_OK;
+}
+
+kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on)
+{
+    if (!g)
+        return KILN_ERR_ARG;
+    g->check_finite = on != 0;
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------ execution */
 
 static int node_ok(kiln_session *s, kiln_node *n, const char *fn)
 {
@@ -32,77 +245,165 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
         return kiln_session_fail(s, KILN_ERR_ARG, "kiln_feed: tensor is NULL");
     if (input->op != KILN_OP_INPUT)
         return kiln_session_fail(s, KILN_ERR_ARG,
-                                 "kiln_feed: %%%d is a %s, not an input", input->id,
-                                 kiln_op_table[input->op].name);
+                                 "kiln_feed: %%%d is a %s, not an input",
+                                 input->id, kiln_op_table[input->op].name);
     if (t->dtype != input->dtype || !kiln_shape_equal(t->shape, input->shape))
-        return kiln_session_fail(s, t->dtype != input->dtype ? KILN_ERR_DTYPE
-                                                             : KILN_ERR_SHAPE,
-                                 "kiln_feed: input '%s' wants %s%s, got %s%s",
-                                 kiln_node_name(input),
-                                 kiln_dtype_name(input->dtype),
-                                 kiln_shape_str(input->shape, b1, sizeof b1),
-                                 kiln_dtype_name(t->dtype),
-                                 kiln_shape_str(t->shape, b2, sizeof b2));
+        return kiln_session_fail(
+            s, t->dtype != input->dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
+            "kiln_feed: input '%s' wants %s%s, got %s%s", kiln_node_name(input),
+            kiln_dtype_name(input->dtype),
+            kiln_shape_str(input->shape, b1, sizeof b1),
+            kiln_dtype_name(t->dtype), kiln_shape_str(t->shape, b2, sizeof b2));
+    kiln_pass r = {.s = s, .g = input->graph, .fn = "kiln_feed"};
     size_t bytes = kiln_tensor_bytes(t);
-    void *v = kiln_arena_alloc(&input->graph->workspace, bytes);
+    void *v = kiln_ws_alloc(&r, input, bytes);
     if (!v)
-        return kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_feed: out of memory");
+        return KILN_ERR_MEMORY;
     memcpy(v, t->data, bytes);
     input->value = v;
     return KILN_OK;
 }
 
-static kiln_status compute(kiln_session *s, kiln_graph *g, kiln_node *n)
+/* Index of the first NaN or infinity of n's f32 value, or -1. */
+static int64_t first_nonfinite(const kiln_node *n)
 {
-    void *in_stack[8];
-    void **in = in_stack;
+    const float *v = n->value;
+    int64_t len = kiln_shape_numel(n->shape);
+    for (int64_t i = 0; i < len; i++)
+        if (!isfinite(v[i]))
+            return i;
+    return -1;
+}
+
+static int input_summary(const kiln_node *x, char *buf, size_t size)
+{
+    char d[160];
+    describe(x, d, sizeof d);
+    if (x->dtype != KILN_F32 || !x->value)
+        return snprintf(buf, size, "%s", d);
+    const float *v = x->value;
+    double mn = INFINITY, mx = -INFINITY;
+    int nan = 0;
+    for (int64_t i = 0; i < kiln_shape_numel(x->shape); i++) {
+        nan |= isnan(v[i]);
+        mn = v[i] < mn ? v[i] : mn;
+        mx = v[i] > mx ? v[i] : mx;
+    }
+    return snprintf(buf, size, "%s in [%g, %g]%s", d, mn, mx,
+                    nan ? " with NaN" : "");
+}
+
+static kiln_status nonfinite_error(kiln_pass *r, kiln_node *n, int64_t at)
+{
+    char msg[KILN_ERRMSG_MAX], d[160], of[200] = "";
+    kiln_graph *g = r->g;
+    float bad = ((const float *)n->value)[at];
+    describe(n, d, sizeof d);
+    if (n->id >= r->grad_first) {
+        for (int id = 0; id < r->grad_first; id++)
+            if (g->nodes[id]->grad == n) {
+                char f[160];
+                describe(g->nodes[id], f, sizeof f);
+                snprintf(of, sizeof of, " (the gradient of %s)", f);
+                break;
+            }
+    }
+    int k = snprintf(
+        msg, sizeof msg,
+        "%s: %s%s%s is not finite: %s at element %lld; inputs: ", r->fn,
+        n->id >= r->grad_first ? "gradient node " : "", d, of,
+        isnan(bad) ? "nan"
+        : bad > 0  ? "inf"
+                   : "-inf",
+        (long long)at);
+    for (int i = 0; i < n->n_in && k > 0 && (size_t)k < sizeof msg; i++) {
+        k += snprintf(msg + k, sizeof msg - (size_t)k, "%s", i ? "; " : "");
+        if (k > 0 && (size_t)k < sizeof msg)
+            k += input_summary(n->in[i], msg + k, sizeof msg - (size_t)k);
+    }
+    if (n->n_in == 0 && k > 0 && (size_t)k < sizeof msg)
+        snprintf(msg + k, sizeof msg - (size_t)k, "none");
+    return kiln_session_fail(r->s, KILN_ERR_NUMERIC, "%s", msg);
+}
+
+kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
+{
+    kiln_session *s = r->s;
     switch (n->op) {
     case KILN_OP_VARIABLE: {
+        kiln_var *old = kiln_session_find(s, n->name);
+        if (old && !old->trainable) /* frozen in the session */
+            n->at.trainable = 0;
         kiln_var *v = kiln_session_bind(s, n);
         if (!v)
             return KILN_ERR_SHAPE;
         n->value = v->data;
-        return KILN_OK;
+        break;
     }
     case KILN_OP_CONSTANT:
         n->value = (void *)n->at.data;
-        return KILN_OK;
+        break;
     case KILN_OP_INPUT:
         if (!n->value)
             return kiln_session_fail(s, KILN_ERR_STATE,
-                                     "kiln_forward: input '%s' (%%%d) was not fed",
+                                     "%s: input '%s' (%%%d) was not fed", r->fn,
                                      kiln_node_name(n), n->id);
-        return KILN_OK;
-    default:
         break;
+    default: {
+        void *in_stack[8];
+        void **in = in_stack;
+        if (n->n_in > 8 &&
+            !(in = kiln_ws_alloc(r, NULL, (size_t)n->n_in * sizeof *in)))
+            return KILN_ERR_MEMORY;
+        void *out = kiln_ws_alloc(r, n,
+                                  (size_t)kiln_shape_numel(n->shape) *
+                                      kiln_dtype_size(n->dtype));
+        if (!out)
+            return KILN_ERR_MEMORY;
+        for (int k = 0; k < n->n_in; k++)
+            in[k] = n->in[k]->value;
+        kiln_cpu_exec(n, out, in);
+        n->value = out;
     }
-    size_t bytes = (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
-    n->value = kiln_arena_alloc(&g->workspace, bytes);
-    if (n->n_in > 8)
-        in = kiln_arena_alloc(&g->workspace, (size_t)n->n_in * sizeof *in);
-    if (!n->value || !in)
-        return kiln_session_fail(s, KILN_ERR_MEMORY,
-                                 "kiln_forward: workspace out of memory at %%%d",
-                                 n->id);
-    for (int k = 0; k < n->n_in; k++)
-        in[k] = n->in[k]->value;
-    kiln_cpu_exec(n, n->value, in);
+    }
+    if (r->g->check_finite && n->dtype == KILN_F32 &&
+        n->op != KILN_OP_CONSTANT) {
+        int64_t at = first_nonfinite(n);
+        if (at >= 0)
+            return nonfinite_error(r, n, at);
+    }
     return KILN_OK;
 }
 
-static kiln_status forward_from(kiln_session *s, kiln_graph *g, int first)
+/* Computes every node not yet computed, then applies the assignments among
+   nodes [first, n_nodes) once all of them have run. */
+static kiln_status run_nodes(kiln_pass *r, int first)
 {
+    kiln_graph *g = r->g;
+    kiln_status st = KILN_OK;
+    if (g->checkpointing && (st = kiln_ckpt_prepare(r)) != KILN_OK)
+        return st;
     for (int id = g->n_computed; id < g->n_nodes; id++) {
-        kiln_status st = compute(s, g, g->nodes[id]);
+        kiln_node *n = g->nodes[id];
+        if (r->last_use && (st = kiln_ckpt_restore_inputs(r, n)) != KILN_OK)
+            return st;
+        st = kiln_run_compute(r, n);
+        if (st != KILN_OK && st != KILN_ERR_NUMERIC)
+            return st;
+        g->n_computed = id + 1; /* a non-finite value stays for inspection */
         if (st != KILN_OK)
             return st;
-        g->n_computed = id + 1;
+        if (n->debug && id < r->grad_first)
+            kiln_debug_print(n, n->value, "value");
+        if (r->last_use)
+            kiln_ckpt_release_after(r, n);
     }
     for (int id = g->n_computed - 1; id >= first; id--) {
         kiln_node *n = g->nodes[id];
-        if (n->op == KILN_OP_ASSIGN) /* applied once every node has run */
+        if (n->op == KILN_OP_ASSIGN)
             memcpy(n->in[0]->value, n->value,
-                   (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype));
+                   (size_t)kiln_shape_numel(n->shape) *
+                       kiln_dtype_size(n->dtype));
     }
     return KILN_OK;
 }
@@ -112,58 +413,89 @@ kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
     if (!s)
         return KILN_ERR_ARG;
     if (!g)
-        return kiln_session_fail(s, KILN_ERR_ARG, "kiln_forward: graph is NULL");
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_forward: graph is NULL");
     if (g->status != KILN_OK)
-        return kiln_session_fail(s, g->status, "kiln_forward: the graph failed: %s",
-                                 g->err);
-    int first = g->n_computed;
-    kiln_status st = forward_from(s, g, first);
-    for (int id = first; id < g->n_computed; id++)
-        if (g->nodes[id]->debug)
-            kiln_debug_print(g->nodes[id], g->nodes[id]->value, "value");
-    return st;
+        return kiln_session_fail(s, g->status,
+                                 "kiln_forward: the graph failed: %s", g->err);
+    kiln_pass r = {.s = s, .g = g, .fn = "kiln_forward", .grad_first = INT_MAX};
+    return run_nodes(&r, g->n_computed);
+}
+
+static kiln_status check_loss(kiln_session *s, kiln_graph *g, kiln_node *loss)
+{
+    if (!g)
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_backward: graph is NULL");
+    if (!node_ok(s, loss, "kiln_backward"))
+        return KILN_ERR_ARG;
+    if (loss->graph != g)
+        return kiln_session_fail(
+            s, KILN_ERR_ARG, "kiln_backward: loss belongs to another graph");
+    if (g->status != KILN_OK)
+        return kiln_session_fail(s, g->status,
+                                 "kiln_backward: the graph failed: %s", g->err);
+    if (!loss->value && !kiln_ckpt_released(loss))
+        return kiln_session_fail(s, KILN_ERR_STATE,
+                                 "kiln_backward: loss %%%d has no value: run "
+                                 "kiln_forward first",
+                                 loss->id);
+    if (kiln_shape_numel(loss->shape) != 1 || loss->dtype != KILN_F32)
+        return kiln_session_fail(
+            s, KILN_ERR_SHAPE, "kiln_backward: loss %%%d must be an f32 scalar",
+            loss->id);
+    return KILN_OK;
+}
+
+/* With checkpointing, what backward must not release: the loss and the
+   gradients of variables and debug nodes. */
+static void keep_results(kiln_graph *g, kiln_node *loss, kiln_node **adj)
+{
+    loss->checkpoint |= KILN_KEEP_INTERNAL;
+    for (int id = 0; id <= loss->id; id++) {
+        kiln_node *n = g->nodes[id];
+        if (adj[id] && (n->op == KILN_OP_VARIABLE || n->debug))
+            adj[id]->checkpoint |= KILN_KEEP_INTERNAL;
+    }
 }
 
 kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
 {
     if (!s)
         return KILN_ERR_ARG;
-    if (!g)
-        return kiln_session_fail(s, KILN_ERR_ARG, "kiln_backward: graph is NULL");
-    if (!node_ok(s, loss, "kiln_backward"))
-        return KILN_ERR_ARG;
-    if (loss->graph != g)
-        return kiln_session_fail(s, KILN_ERR_ARG,
-                                 "kiln_backward: loss belongs to another graph");
-    if (!loss->value)
-        return kiln_session_fail(s, KILN_ERR_STATE,
-                                 "kiln_backward: loss %%%d has no value: run "
-                                 "kiln_forward first", loss->id);
-    if (kiln_shape_numel(loss->shape) != 1 || loss->dtype != KILN_F32)
-        return kiln_session_fail(s, KILN_ERR_SHAPE,
-                                 "kiln_backward: loss %%%d must be an f32 scalar",
-                                 loss->id);
+    kiln_status st = check_loss(s, g, loss);
+    if (st != KILN_OK)
+        return st;
+    kiln_pass r = {
+        .s = s, .g = g, .fn = "kiln_backward", .grad_first = INT_MAX};
+    if (!loss->value && ((st = kiln_ckpt_prepare(&r)) != KILN_OK ||
+                         (st = kiln_ckpt_restore(&r, loss)) != KILN_OK))
+        return st;
     int top = loss->id;
-    kiln_node **wrt = kiln_arena_alloc(&g->workspace, (size_t)(g->n_vars + 1) * sizeof *wrt);
-    kiln_node **adj = kiln_arena_alloc(&g->workspace, (size_t)(top + 1) * sizeof *adj);
-    if (!wrt || !adj)
-        return kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_backward: out of memory");
+    kiln_node **wrt =
+        kiln_ws_alloc(&r, NULL, (size_t)(g->n_vars + 1) * sizeof *wrt);
+    kiln_node **adj =
+        wrt ? kiln_ws_alloc(&r, NULL, (size_t)(top + 1) * sizeof *adj) : NULL;
+    if (!adj)
+        return KILN_ERR_MEMORY;
     int n_wrt = 0;
     for (int i = 0; i < g->n_vars; i++)
         if (g->vars[i]->at.trainable && g->vars[i]->id <= top)
             wrt[n_wrt++] = g->vars[i];
+    r.grad_first = g->n_nodes;
     if (kiln_build_adjoints(g, loss, NULL, wrt, n_wrt, adj) != KILN_OK)
         return kiln_session_fail(s, g->status, "kiln_backward: %s", g->err);
     for (int id = 0; id <= top; id++)
         g->nodes[id]->grad = adj[id];
-    int first = g->n_computed;
-    kiln_status st = forward_from(s, g, first);
+    if (g->checkpointing)
+        keep_results(g, loss, adj);
+    st = run_nodes(&r, g->n_computed);
     if (st != KILN_OK)
         return st;
     g->backward_loss = loss;
-    for (int id = 0; id <= top; id++) {
+    for (int id = top; id >= 0; id--) {
         kiln_node *n = g->nodes[id];
-        if (n->debug && n->grad)
+        if (n->debug && n->grad && n->grad->value)
             kiln_debug_print(n, n->grad->value, "gradient");
     }
     return KILN_OK;
@@ -175,7 +507,10 @@ kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss)
     return st != KILN_OK ? st : kiln_backward(s, g, loss);
 }
 
-static kiln_tensor *copy_out(kiln_session *s, const kiln_node *n, const void *data)
+/* ------------------------------------------------------------ results */
+
+static kiln_tensor *copy_out(kiln_session *s, const kiln_node *n,
+                             const void *data)
 {
     kiln_tensor *t = kiln_tensor_new(n->dtype, n->shape);
     if (!t) {
@@ -186,14 +521,23 @@ static kiln_tensor *copy_out(kiln_session *s, const kiln_node *n, const void *da
     return t;
 }
 
+static const char *RELEASED = "was released by gradient checkpointing (mark it "
+                              "with kiln_checkpoint to keep it)";
+
 kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n)
 {
     if (!s || !node_ok(s, n, "kiln_node_value"))
         return NULL;
     if (!n->value) {
-        kiln_session_fail(s, KILN_ERR_STATE,
-                          "kiln_node_value: %%%d (%s) has no value: run "
-                          "kiln_forward first", n->id, kiln_op_table[n->op].name);
+        if (kiln_ckpt_released(n))
+            kiln_session_fail(s, KILN_ERR_STATE,
+                              "kiln_node_value: %%%d (%s) %s", n->id,
+                              kiln_op_table[n->op].name, RELEASED);
+        else
+            kiln_session_fail(s, KILN_ERR_STATE,
+                              "kiln_node_value: %%%d (%s) has no value: run "
+                              "kiln_forward first",
+                              n->id, kiln_op_table[n->op].name);
         return NULL;
     }
     return copy_out(s, n, n->value);
@@ -206,14 +550,22 @@ kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n)
     if (!n->graph->backward_loss || n->id > n->graph->backward_loss->id) {
         kiln_session_fail(s, KILN_ERR_STATE,
                           "kiln_node_grad: %%%d (%s) has no gradient: run "
-                          "kiln_backward first", n->id, kiln_op_table[n->op].name);
+                          "kiln_backward first",
+                          n->id, kiln_op_table[n->op].name);
+        return NULL;
+    }
+    if (n->grad && kiln_ckpt_released(n->grad)) {
+        kiln_session_fail(s, KILN_ERR_STATE,
+                          "kiln_node_grad: the gradient of %%%d (%s) %s", n->id,
+                          kiln_op_table[n->op].name, RELEASED);
         return NULL;
     }
     if (!n->grad || !n->grad->value) {
-        kiln_session_fail(s, KILN_ERR_STATE,
-                          "kiln_node_grad: the loss does not depend on %%%d (%s) "
-                          "through a trainable variable", n->id,
-                          kiln_op_table[n->op].name);
+        kiln_session_fail(
+            s, KILN_ERR_STATE,
+            "kiln_node_grad: the loss does not depend on %%%d (%s) "
+            "through a trainable variable",
+            n->id, kiln_op_table[n->op].name);
         return NULL;
     }
     return copy_out(s, n, n->grad->value);
@@ -234,11 +586,13 @@ kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
     if (!s)
         return KILN_ERR_ARG;
     if (!g)
-        return kiln_session_fail(s, KILN_ERR_ARG, "kiln_sgd_step: graph is NULL");
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_sgd_step: graph is NULL");
     if (!g->backward_loss)
-        return kiln_session_fail(s, KILN_ERR_STATE,
-                                 "kiln_sgd_step: no gradients: run kiln_backward "
-                                 "first");
+        return kiln_session_fail(
+            s, KILN_ERR_STATE,
+            "kiln_sgd_step: no gradients: run kiln_backward "
+            "first");
     for (int i = 0; i < g->n_vars; i++) {
         kiln_node *v = g->vars[i];
         if (!v->at.trainable || !v->grad || !v->grad->value || !v->value)

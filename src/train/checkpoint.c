@@ -7,11 +7,14 @@
 
 static const char *RNG_KEY = "__rng__";
 
-static int is_safetensors(const char *path)
+static int has_suffix(const char *path, const char *suffix)
 {
-    size_t n = strlen(path);
-    return n >= 12 && strcmp(path + n - 12, ".safetensors") == 0;
+    size_t n = strlen(path), k = strlen(suffix);
+    return n >= k && strcmp(path + n - k, suffix) == 0;
 }
+
+static int is_safetensors(const char *path) { return has_suffix(path, ".safetensors"); }
+static int is_bin(const char *path) { return has_suffix(path, ".bin"); }
 
 kiln_status kiln_session_save(kiln_session *s, const char *path)
 {
@@ -39,6 +42,7 @@ kiln_status kiln_session_save(kiln_session *s, const char *path)
         kiln_tensor_free(r);
     if (st == KILN_OK)
         st = is_safetensors(path) ? kiln_safetensors_write(path, l)
+             : is_bin(path)       ? kiln_bin_write(path, l)
                                   : kiln_npz_write(path, l, 0);
     kiln_tensor_list_free(l);
     if (st != KILN_OK)
@@ -77,6 +81,7 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG, "kiln_session_load: path is NULL");
     kiln_tensor_list *l = is_safetensors(path) ? kiln_safetensors_read(path)
+                          : is_bin(path)       ? kiln_bin_read(path)
                                                : kiln_npz_read(path);
     if (!l)
         return kiln_session_fail(s, KILN_ERR_IO, "kiln_session_load: %s",

@@ -1,0 +1,83 @@
+/* Shared pieces of the fast kernels: run-time ISA selection, the thread
+   split, and the broadcast plan that reduces any elementwise op to rows
+   whose operands are contiguous or constant. */
+#ifndef KILN_CPU_FAST_H
+#define KILN_CPU_FAST_H
+
+#include "cpu/kernels.h"
+
+/* Functions marked KILN_CLONES are compiled for AVX-512, AVX2+FMA and
+   baseline x86-64; the loader picks the best for the processor (ifunc), so
+   the binary runs on any x86-64 and no -march flag is global. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) &&     \
+    !defined(KILN_NO_CLONES)
+#define KILN_CLONES                                                            \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KILN_CLONES
+/* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
+   file and listed in kiln_fast_kernels (fast.c). */
+#define KILN_FAST_OPS(X)                                                       \
+    X(NEG) X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH)         \
+    X(SIGMOID) X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX)       \
+    X(MIN) X(LT) X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX)            \
+    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
+
+#define KILN_FAST_DECLARE(OP)                                                  \
+    void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
+KILN_FAST_OPS(KILN_FAST_DECLARE)
+#undef KILN_FAST_DECLARE
+
+#endif
+
+/* Below this many elements of work a kernel runs on the calling thread:
+   waking the pool costs more than it saves. */
+#define KILN_PAR_MIN 32768
+
+/* Calls fn(ctx, lo, hi) over a split of [0, n): on the pool (pool.c) when
+   n * cost_per_item >= KILN_PAR_MIN and more than one thread is set, else
+   once on the calling thread.  Pool threads flush denormals like the
+   caller.  fn must not call kiln_par_for. */
+typedef void (*kiln_range_fn)(void *ctx, int64_t lo, int64_t hi);
+void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx);
+
+/* Threads the kernels use, the caller included. */
+int kiln_cpu_threads(void);
+/* Sets that count (kiln_set_num_threads); returns it. */
+int kiln_pool_resize(int n);
+
+/* Denormal handling of the calling thread: kiln_fpu_enter switches flushing
+   on (when the option is on) and returns the previous state to give back to
+   kiln_fpu_leave. */
+unsigned kiln_fpu_enter(void);
+void kiln_fpu_leave(unsigned saved);
+
+/* An elementwise op's operands seen through broadcasting, with adjacent
+   axes merged and size-1 axes dropped: the last axis (inner) is contiguous
+   (stride 1) or constant (stride 0) in every operand, and rows walk the
+   remaining axes. */
+typedef struct kiln_ew_plan {
+    int nd, nin;
+    int64_t dim[KILN_MAX_DIMS];
+    int64_t st[3][KILN_MAX_DIMS];
+    int64_t inner, rows;
+} kiln_ew_plan;
+
+void kiln_ew_plan_init(kiln_ew_plan *p, const kiln_node *n);
+/* Element offsets of row r in each operand. */
+void kiln_ew_row_offsets(const kiln_ew_plan *p, int64_t r, int64_t *off);
+
+/* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
+   file and listed in kiln_fast_kernels (fast.c). */
+#define KILN_FAST_OPS(X)                                                       \
+    X(NEG) X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH)         \
+    X(SIGMOID) X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX)       \
+    X(MIN) X(LT) X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX)            \
+    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
+
+#define KILN_FAST_DECLARE(OP)                                                  \
+    void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
+KILN_FAST_OPS(KILN_FAST_DECLARE)
+#undef KILN_FAST_DECLARE
+
+#endif

@@ -1,0 +1,78 @@
+/* Fast matmul: one GEMM call per product with transposes passed as flags.
+   A batch against a shared right operand folds into one taller GEMM; other
+   batches of small products are spread over the pool, since BLAS runs such
+   small products on one thread anyway. */
+#include "cpu/fast.h"
+
+/* OpenBLAS runs a product on one thread up to this M*N*K (its
+   GEMM_MULTITHREAD_THRESHOLD of 4 times 65536), so a pool thread may call
+   it without nesting BLAS threads inside the pool. */
+#define SMALL_GEMM (4 * 65536)
+
+typedef struct mm_job {
+    int ta, tb;
+    int64_t m, n, k, asz, bsz;
+    int nd;
+    int64_t bdim[KILN_MAX_DIMS], sta[KILN_MAX_DIMS], stb[KILN_MAX_DIMS];
+    const float *a, *b;
+    float *o;
+} mm_job;
+
+static void mm_range(void *ctx, int64_t lo, int64_t hi)
+{
+    mm_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t oa = 0, ob = 0, r = i;
+        for (int d = j->nd - 1; d >= 0; d--) {
+            int64_t x = r % j->bdim[d];
+            r /= j->bdim[d];
+            oa += x * j->sta[d];
+            ob += x * j->stb[d];
+        }
+        kiln_cpu_gemm(j->ta, j->tb, j->m, j->n, j->k, j->a + oa * j->asz,
+                      j->b + ob * j->bsz, j->o + i * j->m * j->n);
+    }
+}
+
+void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
+{
+    kiln_shape sa = n->in[0]->shape, sb = n->in[1]->shape, so = n->shape;
+    mm_job j = {0};
+    j.ta = n->at.trans_a;
+    j.tb = n->at.trans_b;
+    j.m = so.d[so.ndim - 2];
+    j.n = so.d[so.ndim - 1];
+    j.k = sa.d[sa.ndim - (j.ta ? 2 : 1)];
+    j.asz = sa.d[sa.ndim - 1] * sa.d[sa.ndim - 2];
+    j.bsz = sb.d[sb.ndim - 1] * sb.d[sb.ndim - 2];
+    j.a = in[0];
+    j.b = in[1];
+    j.o = o;
+    kiln_shape ba = sa, bb = sb, bo = so;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    bo.ndim -= 2;
+    int64_t batches = kiln_shape_numel(bo);
+    if (batches == 0)
+        return;
+    if (batches == 1) {
+        kiln_cpu_gemm(j.ta, j.tb, j.m, j.n, j.k, j.a, j.b, j.o);
+        return;
+    }
+    kiln_broadcast_strides(ba, bo, j.sta);
+    kiln_broadcast_strides(bb, bo, j.stb);
+    int a_full = kiln_shape_numel(ba) == batches, b_shared = kiln_shape_numel(bb) == 1;
+    if (a_full && b_shared && !j.ta) {
+        /* [batch, m, k] x [k, n]: rows of every batch are one matrix */
+        kiln_cpu_gemm(0, j.tb, batches * j.m, j.n, j.k, j.a, j.b, j.o);
+        return;
+    }
+    j.nd = bo.ndim;
+    for (int d = 0; d < bo.ndim; d++)
+        j.bdim[d] = bo.d[d];
+    double mnk = (double)j.m * (double)j.n * (double)j.k;
+    if (mnk <= SMALL_GEMM)
+        kiln_par_for(batches, j.m * j.n * (j.k > 0 ? j.k : 1), mm_range, &j);
+    else
+        mm_range(&j, 0, batches);
+}

@@ -1,0 +1,226 @@
+/* Elementwise fusion: a chain or tree (or small DAG) of elementwise ops of
+   one shape becomes one FUSED node running a program (cpu/fused.h) in a
+   single loop, so its intermediate values never go to memory.
+
+   Groups grow backwards from a root: walking the nodes in reverse order, an
+   elementwise node joins the group of its consumers when all of them are in
+   that one group, it has the group's shape (so nothing is recomputed under
+   broadcasting), it is not an output or marked for debugging, and the
+   program stays within the instruction and input limits.  Anything else
+   that feeds a group is loaded as an input (through a broadcast, which the
+   load does by itself), scalar constants as immediates. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/fused.h"
+#include "passes/passes.h"
+
+typedef struct fusion {
+    const kiln_graph *g;
+    int *group;   /* root id of a node's group, -1 when not fusible */
+    int *size;    /* by root: members */
+    int *edges;   /* by root: input edges from outside (upper bound of loads) */
+    int *cons_at; /* consumers of node id: cons[cons_at[id] .. cons_at[id+1]) */
+    int *cons;
+    unsigned char *is_output;
+} fusion;
+
+static int fusible(const kiln_node *n)
+{
+    return kiln_fused_op_ok(n->op) && n->dtype == KILN_F32 && !n->debug;
+}
+
+static int build_consumers(fusion *f)
+{
+    const kiln_graph *g = f->g;
+    int n = g->n_nodes, n_edges = 0;
+    f->cons_at = calloc((size_t)n + 2, sizeof *f->cons_at);
+    for (int id = 0; id < n; id++)
+        n_edges += g->nodes[id]->n_in;
+    f->cons = calloc((size_t)n_edges + 1, sizeof *f->cons);
+    if (!f->cons_at || !f->cons)
+        return 0;
+    for (int id = 0; id < n; id++)
+        for (int k = 0; k < g->nodes[id]->n_in; k++)
+            f->cons_at[g->nodes[id]->in[k]->id + 2]++;
+    for (int id = 0; id < n; id++)
+        f->cons_at[id + 2] += f->cons_at[id + 1];
+    for (int id = 0; id < n; id++)
+        for (int k = 0; k < g->nodes[id]->n_in; k++)
+            f->cons[f->cons_at[g->nodes[id]->in[k]->id + 1]++] = id;
+    return 1;
+}
+
+/* The group every consumer of n is in, or -1. */
+static int consumers_group(const fusion *f, int id)
+{
+    int grp = -1;
+    for (int c = f->cons_at[id]; c < f->cons_at[id + 1]; c++) {
+        int cg = f->group[f->cons[c]];
+        if (cg < 0 || (grp >= 0 && cg != grp))
+            return -1;
+        grp = cg;
+    }
+    return grp;
+}
+
+static void form_groups(fusion *f)
+{
+    const kiln_graph *g = f->g;
+    for (int id = g->n_nodes - 1; id >= 0; id--) {
+        const kiln_node *n = g->nodes[id];
+        f->group[id] = -1;
+        if (!fusible(n))
+            continue;
+        int uses = f->cons_at[id + 1] - f->cons_at[id];
+        int grp = f->is_output[id] ? -1 : consumers_group(f, id);
+        if (grp >= 0) {
+            int edges = f->edges[grp] - uses + n->n_in;
+            if (kiln_shape_equal(n->shape, g->nodes[grp]->shape) &&
+                edges <= KILN_FUSED_MAX_INPUTS &&
+                f->size[grp] + 1 + edges <= KILN_FUSED_MAX_INSTRS) {
+                f->group[id] = grp;
+                f->size[grp]++;
+                f->edges[grp] = edges;
+                continue;
+            }
+        }
+        f->group[id] = id;
+        f->size[id] = 1;
+        f->edges[id] = n->n_in;
+    }
+}
+
+/* Program under construction for one group. */
+typedef struct builder {
+    const fusion *f;
+    kiln_rewriter *rw;
+    int root;
+    kiln_fused_program prog;
+    int *value; /* by old node id: instruction index + 1 */
+    kiln_node *ext[KILN_FUSED_MAX_INPUTS];
+    int n_ext;
+} builder;
+
+static int emit(builder *b, kiln_fused_instr ins)
+{
+    if (b->prog.n >= KILN_FUSED_MAX_INSTRS)
+        return -1;
+    b->prog.ins[b->prog.n] = ins;
+    return b->prog.n++;
+}
+
+/* Instruction index of old node x's value inside the group's program. */
+static int value_of(builder *b, const kiln_node *x)
+{
+    if (b->value[x->id])
+        return b->value[x->id] - 1;
+    /* a load broadcasts by itself, so a broadcast feeding the group is
+       read through (it stays for other users, if any) */
+    if (x->op == KILN_OP_BROADCAST && !x->debug && b->f->group[x->id] < 0) {
+        int v = value_of(b, x->in[0]);
+        if (v >= 0)
+            b->value[x->id] = v + 1;
+        return v;
+    }
+    kiln_fused_instr ins;
+    memset(&ins, 0, sizeof ins);
+    int v;
+    if (b->f->group[x->id] == b->root) {
+        ins.op = x->op;
+        for (int k = 0; k < x->n_in; k++)
+            if ((ins.arg[k] = value_of(b, x->in[k])) < 0)
+                return -1;
+        v = emit(b, ins);
+    } else if (x->op == KILN_OP_CONSTANT && x->dtype == KILN_F32 &&
+               kiln_shape_numel(x->shape) == 1) {
+        ins.op = KILN_FUSED_IMM;
+        ins.imm = *(const float *)x->at.data;
+        v = emit(b, ins);
+    } else {
+        if (b->n_ext >= KILN_FUSED_MAX_INPUTS)
+            return -1;
+        b->ext[b->n_ext] = b->rw->map[x->id];
+        ins.op = KILN_FUSED_LOAD;
+        ins.arg[0] = b->n_ext++;
+        v = emit(b, ins);
+    }
+    if (v >= 0)
+        b->value[x->id] = v + 1;
+    return v;
+}
+
+static kiln_node *fuse_group(kiln_rewriter *rw, const kiln_node *old,
+                             kiln_node **in)
+{
+    fusion *f = rw->state;
+    (void)in;
+    if (f->group[old->id] != old->id || f->size[old->id] < 2)
+        return NULL;
+    kiln_graph *g = rw->out->g;
+    builder *b = calloc(1, sizeof *b);
+    int *value = calloc((size_t)f->g->n_nodes + 1, sizeof *value);
+    kiln_node *r = NULL;
+    if (!b || !value) {
+        r = kiln_graph_fail(g, KILN_ERR_MEMORY, "kiln_compile: out of memory");
+        goto done;
+    }
+    b->f = f;
+    b->rw = rw;
+    b->root = old->id;
+    b->value = value;
+    if (value_of(b, old) < 0) {
+        r = kiln_graph_fail(g, KILN_ERR_STATE,
+                            "fuse: group of %%%d exceeds the program limits",
+                            old->id);
+        goto done;
+    }
+    kiln_fused_program *p = kiln_graph_alloc(g, sizeof *p);
+    if (!p) {
+        r = kiln_graph_fail(g, KILN_ERR_MEMORY, "kiln_compile: out of memory");
+        goto done;
+    }
+    *p = b->prog;
+    r = kiln_node_make(g, KILN_OP_FUSED, KILN_F32, old->shape, b->ext,
+                       b->n_ext);
+    if (r->op == KILN_OP_FUSED) {
+        r->at.data = p;
+        r->name = kiln_graph_strdup(g, old->name);
+    }
+done:
+    free(b);
+    free(value);
+    return r;
+}
+
+kiln_status kiln_pass_fuse(const kiln_program *in, kiln_program *out,
+                           const kiln_compile_options *opt)
+{
+    int n = in->g->n_nodes;
+    fusion f = {in->g, NULL, NULL, NULL, NULL, NULL, NULL};
+    f.group = calloc((size_t)n + 1, sizeof *f.group);
+    f.size = calloc((size_t)n + 1, sizeof *f.size);
+    f.edges = calloc((size_t)n + 1, sizeof *f.edges);
+    f.is_output = calloc((size_t)n + 1, 1);
+    unsigned char *keep = calloc((size_t)n + 1, 1);
+    kiln_status st = KILN_ERR_MEMORY;
+    if (f.group && f.size && f.edges && f.is_output && keep &&
+        build_consumers(&f)) {
+        for (int i = 0; i < in->n_out; i++)
+            f.is_output[in->outputs[i]->id] = 1;
+        form_groups(&f);
+        /* members other than roots live only inside their fused node */
+        for (int id = 0; id < n; id++)
+            keep[id] =
+                f.group[id] < 0 || f.group[id] == id || f.size[f.group[id]] < 2;
+        st = kiln_rewrite(in, out, opt, keep, fuse_group, &f);
+    }
+    free(f.group);
+    free(f.size);
+    free(f.edges);
+    free(f.cons_at);
+    free(f.cons);
+    free(f.is_output);
+    free(keep);
+    return st;
+}

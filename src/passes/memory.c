@@ -1,0 +1,279 @@
+/* Memory planning over the schedule (the computed nodes in graph order).
+
+   Liveness: a value lives from its step to the last step that reads it;
+   outputs and assign nodes (copied out after the last step) live to the
+   end.  Leaves (inputs, variables, constants) have storage of their own and
+   are never planned, so they are never overwritten.
+
+   In-place: an elementwise op (or a copy: reshape, stop_gradient, cast,
+   assign) whose input of the same size dies at this step takes over that
+   input's buffer.  An update v <- f(v, ...) assigned to variable v is
+   written straight into v's storage (so the assign copies nothing) when no
+   later step reads v, v is not an output and nothing else assigns v: the
+   values every step reads are then the same as with the copy at the end.
+   Buffers are then placed largest first at the lowest 64-byte aligned offset
+   that fits among the placed buffers whose lifetimes overlap (best fit), which
+   packs close to the peak of live bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+enum { ALIGN = 64 };
+
+typedef struct buffer {
+    int start, end; /* steps: written at start, last read at end */
+    size_t size, offset;
+    int var; /* variable node whose storage this is, or -1 */
+} buffer;
+
+static int computed(const kiln_node *n)
+{
+    return kiln_op_table[n->op].kind != KILN_KIND_LEAF;
+}
+
+static size_t bytes_of(const kiln_node *n)
+{
+    return (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
+}
+
+static size_t aligned(size_t b)
+{
+    return (b + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+/* The input index whose buffer n can take over at this step, or -1.  A
+   buffer in a variable's storage only passes to an assign (a copy), since
+   anything else would write its own value into the variable. */
+static int inplace_input(const kiln_node *n, const int *step, const int *last,
+                         const int *owner, const buffer *bufs)
+{
+    kiln_op_kind k = kiln_op_table[n->op].kind;
+    int first = 0, count = n->n_in;
+    if (n->op == KILN_OP_ASSIGN)
+        first = 1; /* the value, never the variable */
+    else if (n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
+             n->op == KILN_OP_CAST)
+        count = 1;
+    else if (k != KILN_KIND_UNARY && k != KILN_KIND_BINARY &&
+             k != KILN_KIND_TERNARY && k != KILN_KIND_FUSED)
+        return -1;
+    for (int i = first; i < count; i++) {
+        const kiln_node *x = n->in[i];
+        /* same element count and size: for elementwise ops, element j of
+           the output reads only element j of this input */
+        if (computed(x) && last[x->id] == step[n->id] &&
+            (bufs[owner[x->id]].var < 0 || n->op == KILN_OP_ASSIGN) &&
+            kiln_shape_numel(x->shape) == kiln_shape_numel(n->shape) &&
+            kiln_dtype_size(x->dtype) == kiln_dtype_size(n->dtype) &&
+            bytes_of(n))
+            return i;
+    }
+    return -1;
+}
+
+static int elementwise(const kiln_node *n)
+{
+    kiln_op_kind k = kiln_op_table[n->op].kind;
+    return k == KILN_KIND_UNARY || k == KILN_KIND_BINARY ||
+           k == KILN_KIND_TERNARY || k == KILN_KIND_FUSED;
+}
+
+/* Per variable node: its last reader (an assign's target is not read), how
+   many assigns target it and the value of the last one. */
+typedef struct var_use {
+    int last_read, assigns, value;
+} var_use;
+
+static void find_var_uses(const kiln_graph *g, var_use *vu)
+{
+    for (int id = 0; id < g->n_nodes; id++)
+        vu[id] = (var_use){-1, 0, -1};
+    for (int id = 0; id < g->n_nodes; id++) {
+        const kiln_node *n = g->nodes[id];
+        if (n->op == KILN_OP_ASSIGN) {
+            vu[n->in[0]->id].assigns++;
+            vu[n->in[0]->id].value = n->in[1]->id;
+        }
+        for (int k = n->op == KILN_OP_ASSIGN; k < n->n_in; k++)
+            vu[n->in[k]->id].last_read = id;
+    }
+}
+
+/* The variable node x can write its value into, or NULL: x is elementwise
+   with v among its inputs, x is the value of the only assign of v, v is not
+   an output, and no step after x reads v. */
+static const kiln_node *update_target(const kiln_node *x, const var_use *vu,
+                                      const unsigned char *is_output)
+{
+    if (!elementwise(x) || x->debug)
+        return NULL;
+    for (int k = 0; k < x->n_in; k++) {
+        const kiln_node *v = x->in[k];
+        if (v->op == KILN_OP_VARIABLE && !is_output[v->id] &&
+            kiln_shape_numel(v->shape) == kiln_shape_numel(x->shape) &&
+            v->dtype == x->dtype && vu[v->id].last_read == x->id &&
+            vu[v->id].assigns == 1 && vu[v->id].value == x->id)
+            return v;
+    }
+    return NULL;
+}
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const buffer *x = *(const buffer *const *)a, *y = *(const buffer *const *)b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return x->start - y->start;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const buffer *x = *(const buffer *const *)a, *y = *(const buffer *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Best-fit placement, largest buffers first. */
+static int place(buffer *bufs, int n, size_t *peak)
+{
+    buffer **order = malloc(((size_t)n + 1) * sizeof *order);
+    buffer **busy = malloc(((size_t)n + 1) * sizeof *busy);
+    if (!order || !busy) {
+        free(order);
+        free(busy);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = &bufs[i];
+    qsort(order, (size_t)n, sizeof *order, by_size_desc);
+    *peak = 0;
+    for (int i = 0; i < n; i++) {
+        buffer *b = order[i];
+        int nb = 0;
+        for (int j = 0; j < i; j++)
+            if (order[j]->start <= b->end && b->start <= order[j]->end &&
+                order[j]->size)
+                busy[nb++] = order[j];
+        qsort(busy, (size_t)nb, sizeof *busy, by_offset);
+        size_t at = 0, best = (size_t)-1, best_gap = (size_t)-1;
+        for (int j = 0; j < nb; j++) {
+            if (busy[j]->offset >= at && busy[j]->offset - at >= b->size &&
+                busy[j]->offset - at < best_gap) {
+                best = at;
+                best_gap = busy[j]->offset - at;
+            }
+            if (busy[j]->offset + busy[j]->size > at)
+                at = busy[j]->offset + busy[j]->size;
+        }
+        b->offset = best != (size_t)-1 ? best : at;
+        if (b->offset + b->size > *peak)
+            *peak = b->offset + b->size;
+    }
+    free(order);
+    free(busy);
+    return 1;
+}
+
+kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
+                             kiln_memory_plan *mp)
+{
+    const kiln_graph *g = p->g;
+    int n = g->n_nodes, n_steps = 0, n_bufs = 0;
+    memset(mp, 0, sizeof *mp);
+    mp->offset = calloc((size_t)n + 1, sizeof *mp->offset);
+    mp->inplace = malloc(((size_t)n + 1) * sizeof *mp->inplace);
+    int *step = calloc((size_t)n + 1, sizeof *step),
+        *last = calloc((size_t)n + 1, sizeof *last);
+    int *owner = calloc((size_t)n + 1, sizeof *owner); /* node -> buffer */
+    buffer *bufs = calloc((size_t)n + 1, sizeof *bufs);
+    unsigned char *is_output = calloc((size_t)n + 1, 1);
+    var_use *vu = malloc(((size_t)n + 1) * sizeof *vu);
+    mp->storage = malloc(((size_t)n + 1) * sizeof *mp->storage);
+    kiln_status st = KILN_ERR_MEMORY;
+    if (!mp->offset || !mp->inplace || !mp->storage || !step || !last ||
+        !owner || !bufs || !is_output || !vu)
+        goto done;
+    find_var_uses(g, vu);
+    for (int id = 0; id < n; id++) {
+        const kiln_node *x = g->nodes[id];
+        mp->inplace[id] = -1;
+        step[id] = computed(x) ? n_steps++ : -1;
+        last[id] = step[id];
+        for (int k = 0; k < x->n_in; k++)
+            last[x->in[k]->id] = step[id];
+        if (computed(x))
+            mp->unplanned += aligned(bytes_of(x));
+    }
+    /* read after the last step: outputs, and assign nodes (copied to their
+       variables) */
+    for (int id = 0; id < n; id++)
+        if (g->nodes[id]->op == KILN_OP_ASSIGN)
+            last[id] = n;
+    for (int i = 0; i < p->n_out; i++) {
+        last[p->outputs[i]->id] = n;
+        is_output[p->outputs[i]->id] = 1;
+    }
+    for (int id = 0; id < n; id++) {
+        const kiln_node *x = g->nodes[id];
+        if (!computed(x))
+            continue;
+        const kiln_node *v = reuse ? update_target(x, vu, is_output) : NULL;
+        int k = reuse && !v ? inplace_input(x, step, last, owner, bufs) : -1;
+        /* assigning a value already written into its variable: no copy,
+           even when the value is read after the assign */
+        if (reuse && x->op == KILN_OP_ASSIGN && computed(x->in[1]) &&
+            bufs[owner[x->in[1]->id]].var == x->in[0]->id)
+            k = 1;
+        if (k >= 0) {
+            owner[id] = owner[x->in[k]->id];
+            mp->inplace[id] = x->in[k]->id;
+        } else {
+            owner[id] = n_bufs++;
+            bufs[owner[id]] =
+                (buffer){step[id], step[id], v ? 0 : aligned(bytes_of(x)), 0,
+                         v ? v->id : -1};
+            if (v)
+                mp->inplace[id] = v->id;
+        }
+        buffer *b = &bufs[owner[id]];
+        if (last[id] > b->end)
+            b->end = last[id];
+    }
+    if (reuse) {
+        if (!place(bufs, n_bufs, &mp->peak))
+            goto done;
+    } else {
+        for (int i = 0; i < n_bufs; i++) {
+            bufs[i].offset = mp->peak;
+            mp->peak += bufs[i].size;
+        }
+    }
+    for (int id = 0; id < n; id++) {
+        mp->storage[id] = -1;
+        if (computed(g->nodes[id])) {
+            mp->offset[id] = bufs[owner[id]].offset;
+            mp->storage[id] = bufs[owner[id]].var;
+        }
+    }
+    st = KILN_OK;
+done:
+    free(step);
+    free(last);
+    free(owner);
+    free(bufs);
+    free(is_output);
+    free(vu);
+    if (st != KILN_OK)
+        kiln_memory_plan_free(mp);
+    return st;
+}
+
+void kiln_memory_plan_free(kiln_memory_plan *mp)
+{
+    free(mp->offset);
+    free(mp->inplace);
+    free(mp->storage);
+    mp->offset = NULL;
+    mp->inplace = NULL;
+    mp->storage = NULL;
+}

@@ -1,0 +1,142 @@
+/* The pass pipeline: runs the passes named by the options in order, each
+   building a new graph that is validated (and printed on request) before it
+   replaces the old one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static const char *const DEFAULT_PIPELINE =
+    "dce,cse,simplify,fold,cse,simplify,fuse,dce";
+
+typedef struct pass_entry {
+    const char *name;
+    kiln_pass_fn run;
+    size_t flag; /* offset of its on/off flag in kiln_compile_options */
+} pass_entry;
+
+static const pass_entry PASSES[] = {
+    {"dce", kiln_pass_dce, offsetof(kiln_compile_options, dce)},
+    {"cse", kiln_pass_cse, offsetof(kiln_compile_options, cse)},
+    {"fold", kiln_pass_fold, offsetof(kiln_compile_options, fold)},
+    {"simplify", kiln_pass_simplify, offsetof(kiln_compile_options, simplify)},
+    {"fuse", kiln_pass_fuse, offsetof(kiln_compile_options, fuse)},
+};
+
+kiln_compile_options kiln_compile_defaults(void)
+{
+    kiln_compile_options o = {0};
+    o.dce = o.cse = o.fold = o.simplify = o.fuse = 1;
+    o.plan_memory = 1;
+    o.fold_max_elements = 65536;
+    return o;
+}
+
+/* The pass named by s[0..len), or NULL. */
+static const pass_entry *find_pass(const char *s, size_t len)
+{
+    for (size_t i = 0; i < sizeof PASSES / sizeof *PASSES; i++)
+        if (strlen(PASSES[i].name) == len && !strncmp(PASSES[i].name, s, len))
+            return &PASSES[i];
+    return NULL;
+}
+
+kiln_status kiln_passes_check_options(const kiln_compile_options *o, char *err,
+                                      size_t len)
+{
+    if (o->fold_max_elements < 0) {
+        snprintf(err, len, "fold_max_elements is %lld, must be >= 0",
+                 (long long)o->fold_max_elements);
+        return KILN_ERR_ARG;
+    }
+    const char *s = o->pipeline ? o->pipeline : DEFAULT_PIPELINE;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (!find_pass(s, n)) {
+            snprintf(
+                err, len,
+                "unknown pass '%.*s' in pipeline \"%s\" (passes: dce, cse, "
+                "fold, simplify, fuse)",
+                (int)n, s, o->pipeline);
+            return KILN_ERR_ARG;
+        }
+        s += n + (s[n] == ',');
+    }
+    return KILN_OK;
+}
+
+static FILE *dump_stream(const kiln_compile_options *o)
+{
+    if (o->dump)
+        return o->dump;
+    const char *env = getenv("KILN_DUMP");
+    return env && strstr(env, "passes") ? stderr : NULL;
+}
+
+static void free_program(kiln_program *p)
+{
+    kiln_graph_free(p->g);
+    free(p->outputs);
+    free(p->inputs);
+}
+
+/* Runs one pass from p into a new program; replaces p on success. */
+static kiln_status run_pass(kiln_program *p, const pass_entry *pe,
+                            const kiln_compile_options *o, char *err,
+                            size_t len)
+{
+    kiln_program q = {kiln_graph_new(), NULL, p->n_out, NULL, p->n_in};
+    q.outputs = calloc((size_t)p->n_out + 1, sizeof *q.outputs);
+    q.inputs = calloc((size_t)p->n_in + 1, sizeof *q.inputs);
+    if (!q.g || !q.outputs || !q.inputs) {
+        free_program(&q);
+        snprintf(err, len, "out of memory in pass '%s'", pe->name);
+        return KILN_ERR_MEMORY;
+    }
+    kiln_status st = pe->run(p, &q, o);
+    char why[KILN_ERRMSG_MAX];
+    if (st == KILN_OK)
+        st = kiln_program_validate(&q, why, sizeof why);
+    else
+        snprintf(why, sizeof why, "%s",
+                 q.g->err[0] ? q.g->err : kiln_status_str(st));
+    if (st != KILN_OK) {
+        snprintf(err, len, "pass '%s' produced an invalid graph: %s", pe->name,
+                 why);
+        free_program(&q);
+        return st;
+    }
+    free_program(p);
+    *p = q;
+    return KILN_OK;
+}
+
+kiln_status kiln_passes_run(kiln_program *p, const kiln_compile_options *o,
+                            char *err, size_t len)
+{
+    kiln_status st = kiln_passes_check_options(o, err, len);
+    if (st != KILN_OK)
+        return st;
+    FILE *dump = dump_stream(o);
+    if (dump) {
+        fprintf(dump, "--- IR before the passes (%d nodes)\n", p->g->n_nodes);
+        kiln_program_print(p, dump);
+    }
+    const char *s = o->pipeline ? o->pipeline : DEFAULT_PIPELINE;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        const pass_entry *pe = find_pass(s, n);
+        s += n + (s[n] == ',');
+        if (!*(const int *)((const char *)o + pe->flag))
+            continue;
+        int before = p->g->n_nodes;
+        if ((st = run_pass(p, pe, o, err, len)) != KILN_OK)
+            return st;
+        if (dump) {
+            fprintf(dump, "--- IR after %s (%d -> %d nodes)\n", pe->name,
+                    before, p->g->n_nodes);
+            kiln_program_print(p, dump);
+        }
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,492 @@
+/* Differential tests: every fast kernel against the reference kernel on
+   random operands, at 1 and 2 threads: sizes that are not multiples of the
+   vector width, size-1 and empty axes, every broadcasting pattern, tensors
+   large enough to be split over the pool, and in-place outputs.  Movement
+   must match exactly; arithmetic to 1e-6 relative (the fast exp, log, tanh
+   and sigmoid are polynomial, the others the same expressions). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cpu/kernels.h"
+#include "kiln.h"
+
+#define RTOL 1e-6
+
+static const int THREADS[] = {1, 2};
+
+/* Random values in [lo, hi) for every f32 input of n; i32 inputs get
+   labels in [0, 10). */
+static void **make_inputs(kiln_rng *r, const kiln_node *n, double lo, double hi)
+{
+    void **in = calloc((size_t)n->n_in + 1, sizeof *in);
+    assert_non_null(in);
+    for (int k = 0; k < n->n_in; k++) {
+        int64_t len = kiln_shape_numel(n->in[k]->shape);
+        in[k] = malloc((size_t)(len + 1) * 4);
+        assert_non_null(in[k]);
+        for (int64_t i = 0; i < len; i++) {
+            if (n->in[k]->dtype == KILN_I32)
+                ((int32_t *)in[k])[i] = (int32_t)(kiln_rng_u32(r) % 10);
+            else
+                ((float *)in[k])[i] = (float)(lo + (hi - lo) * kiln_rng_uniform(r));
+        }
+    }
+    return in;
+}
+
+static void free_inputs(const kiln_node *n, void **in)
+{
+    for (int k = 0; k < n->n_in; k++)
+        free(in[k]);
+    free(in);
+}
+
+static int close_enough(float got, float want, double rtol, double atol)
+{
+    if (isnan(want))
+        return isnan(got);
+    if (isinf(want))
+        return got == want;
+    return fabs((double)got - want) <= atol + rtol * fabs((double)want);
+}
+
+/* Runs n's reference kernel and its fast kernel (through kiln_cpu_exec) at
+   every thread count and compares: exactly when exact, else within rtol
+   (plus atol).  With inplace, the fast kernel writes over input 0. */
+static void check_node_tol(const kiln_node *n, void **in, int exact, double rtol,
+                           double atol, int inplace)
+{
+    assert_int_equal(kiln_graph_status(n->graph), KILN_OK);
+    int64_t len = kiln_shape_numel(n->shape);
+    size_t bytes = (size_t)(len + 1) * 4;
+    float *want = malloc(bytes), *got = malloc(bytes), *save = NULL;
+    assert_non_null(want);
+    assert_non_null(got);
+    kiln_ref_kernels[n->op](n, want, in);
+    if (inplace) {
+        save = malloc(bytes);
+        assert_non_null(save);
+        memcpy(save, in[0], (size_t)len * 4);
+    }
+    char shape[96];
+    kiln_shape_str(n->shape, shape, sizeof shape);
+    for (size_t t = 0; t < sizeof THREADS / sizeof *THREADS; t++) {
+        kiln_set_num_threads(THREADS[t]);
+        kiln_cpu_use_reference(0);
+        memset(got, 0xA5, bytes);
+        float *out = got;
+        if (inplace) {
+            memcpy(in[0], save, (size_t)len * 4);
+            out = in[0];
+        }
+        kiln_cpu_exec(n, out, in);
+        if (inplace)
+            memcpy(got, out, (size_t)len * 4);
+        if (exact) {
+            for (int64_t i = 0; i < len; i++)
+                if (memcmp(&got[i], &want[i], 4) != 0 &&
+                    !(isnan(got[i]) && isnan(want[i])))
+                    fail_msg("%s %s, %d threads: element %lld: %.9g, reference %.9g",
+                             kiln_op_table[n->op].name, shape, THREADS[t],
+                             (long long)i, got[i], want[i]);
+        } else {
+            for (int64_t i = 0; i < len; i++)
+                if (!close_enough(got[i], want[i], rtol, atol))
+                    fail_msg("%s %s, %d threads: element %lld: %.9g, reference %.9g",
+                             kiln_op_table[n->op].name, shape, THREADS[t],
+                             (long long)i, got[i], want[i]);
+        }
+    }
+    if (inplace) {
+        memcpy(in[0], save, (size_t)len * 4);
+        free(save);
+    }
+    kiln_set_num_threads(1);
+    free(want);
+    free(got);
+}
+
+static void check_node(const kiln_node *n, void **in, int exact)
+{
+    check_node_tol(n, in, exact, RTOL, 0, 0);
+}
+
+static kiln_node *input(kiln_graph *g, kiln_shape s)
+{
+    return kiln_input(g, "x", KILN_F32, s);
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+typedef kiln_node *(*unary_builder)(kiln_graph *, kiln_node *);
+typedef kiln_node *(*binary_builder)(kiln_graph *, kiln_node *, kiln_node *);
+
+static const struct {
+    const char *name;
+    unary_builder f;
+    double lo, hi;
+    int exact;
+} UNARY[] = {
+    {"neg", kiln_neg, -3, 3, 1},       {"abs", kiln_abs, -3, 3, 1},
+    {"sign", kiln_sign, -3, 3, 1},     {"exp", kiln_exp, -20, 20, 0},
+    {"log", kiln_log, 1e-3, 50, 0},    {"sqrt", kiln_sqrt, 0, 50, 1},
+    {"sin", kiln_sin, -6, 6, 1},       {"cos", kiln_cos, -6, 6, 1},
+    {"tanh", kiln_tanh, -6, 6, 0},     {"sigmoid", kiln_sigmoid, -20, 20, 0},
+    {"relu", kiln_relu, -3, 3, 1},     {"erf", kiln_erf, -3, 3, 1},
+};
+
+static const struct {
+    const char *name;
+    binary_builder f;
+    double lo, hi;
+} BINARY[] = {
+    {"add", kiln_add, -3, 3}, {"sub", kiln_sub, -3, 3}, {"mul", kiln_mul, -3, 3},
+    {"div", kiln_div, 0.5, 3}, {"pow", kiln_pow, 0.1, 3}, {"max", kiln_max, -3, 3},
+    {"min", kiln_min, -3, 3}, {"lt", kiln_lt, -1, 1},   {"le", kiln_le, -1, 1},
+    {"gt", kiln_gt, -1, 1},   {"ge", kiln_ge, -1, 1},   {"eq", kiln_eq, -1, 1},
+};
+
+/* Shapes not multiples of any vector width, size 1 and empty, and one
+   large enough for the pool. */
+static const int64_t SIZES[] = {0, 1, 7, 17, 33, 1003, 70003};
+
+static void test_unary(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 1);
+    for (size_t u = 0; u < sizeof UNARY / sizeof *UNARY; u++) {
+        for (size_t s = 0; s < sizeof SIZES / sizeof *SIZES; s++) {
+            kiln_graph *g = kiln_graph_new();
+            kiln_node *n = UNARY[u].f(g, input(g, KILN_SHAPE(SIZES[s])));
+            void **in = make_inputs(&r, n, UNARY[u].lo, UNARY[u].hi);
+            check_node(n, in, UNARY[u].exact);
+            check_node_tol(n, in, UNARY[u].exact, RTOL, 0, 1);
+            free_inputs(n, in);
+            kiln_graph_free(g);
+        }
+    }
+}
+
+static void test_binary(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 2);
+    /* Pairs of operand shapes covering every broadcasting pattern. */
+    const struct {
+        kiln_shape a, b;
+    } pairs[] = {
+        {KILN_SHAPE(1003), KILN_SHAPE(1003)},
+        {KILN_SHAPE(7, 33), KILN_SHAPE(33)},          /* bias: row broadcast */
+        {KILN_SHAPE(7, 33), KILN_SHAPE(1, 33)},
+        {KILN_SHAPE(17, 33), KILN_SHAPE(17, 1)},      /* column broadcast */
+        {KILN_SHAPE(17, 1), KILN_SHAPE(17, 33)},
+        {KILN_SHAPE(17, 33), KILN_SCALAR},            /* scalar */
+        {KILN_SCALAR, KILN_SHAPE(17, 33)},
+        {KILN_SCALAR, KILN_SCALAR},
+        {KILN_SHAPE(5, 1, 7), KILN_SHAPE(5, 3, 7)},   /* middle axis */
+        {KILN_SHAPE(5, 3, 1), KILN_SHAPE(1, 3, 7)},   /* both broadcast */
+        {KILN_SHAPE(2, 1, 3, 1), KILN_SHAPE(1, 4, 1, 5)},
+        {KILN_SHAPE(1, 1, 9), KILN_SHAPE(9)},
+        {KILN_SHAPE(0, 5), KILN_SHAPE(5)},            /* empty */
+        {KILN_SHAPE(3, 0), KILN_SHAPE(3, 1)},
+        {KILN_SHAPE(70003), KILN_SHAPE(70003)},       /* threaded */
+        {KILN_SHAPE(300, 257), KILN_SHAPE(257)},
+        {KILN_SHAPE(300, 257), KILN_SHAPE(300, 1)},
+        {KILN_SHAPE(3, 40000), KILN_SHAPE(1, 40000)},
+    };
+    for (size_t b = 0; b < sizeof BINARY / sizeof *BINARY; b++) {
+        for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
+            kiln_graph *g = kiln_graph_new();
+            kiln_node *n = BINARY[b].f(g, input(g, pairs[p].a), input(g, pairs[p].b));
+            void **in = make_inputs(&r, n, BINARY[b].lo, BINARY[b].hi);
+            if (!strcmp(BINARY[b].name, "eq")) /* some equal pairs */
+                for (int64_t i = 0; i < kiln_shape_numel(pairs[p].a); i += 3)
+                    ((float *)in[0])[i] = 0.5f;
+            check_node(n, in, 1);
+            if (kiln_shape_equal(pairs[p].a, n->shape))
+                check_node_tol(n, in, 1, 0, 0, 1);
+            free_inputs(n, in);
+            kiln_graph_free(g);
+        }
+    }
+}
+
+static void test_select(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 3);
+    const kiln_shape shapes[][3] = {
+        {KILN_SHAPE(1003), KILN_SHAPE(1003), KILN_SHAPE(1003)},
+        {KILN_SHAPE(7, 33), KILN_SHAPE(33), KILN_SCALAR},
+        {KILN_SHAPE(17, 1), KILN_SHAPE(1, 33), KILN_SHAPE(17, 33)},
+        {KILN_SHAPE(0, 3), KILN_SHAPE(3), KILN_SHAPE(1)},
+        {KILN_SHAPE(300, 257), KILN_SHAPE(300, 257), KILN_SHAPE(257)},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *c = kiln_gt(g, input(g, shapes[i][0]), kiln_scalar(g, 0.0f));
+        kiln_node *n = kiln_select(g, c, input(g, shapes[i][1]), input(g, shapes[i][2]));
+        void **in = make_inputs(&r, n, -1, 1);
+        for (int64_t j = 0; j < kiln_shape_numel(shapes[i][0]); j++)
+            ((float *)in[0])[j] = ((float *)in[0])[j] > 0 ? 1.0f : 0.0f;
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* Edge values of the polynomial functions, denormals kept (IEEE mode). */
+static void test_special_values(void **state)
+{
+    (void)state;
+    static const float v[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN,
+                              88.7f, 88.8f, -87.0f, -88.0f, -103.0f, -104.0f,
+                              1e-30f, 1e-40f, -1e-40f, 1.17549435e-38f, 3.4e38f,
+                              0.39999f, 0.4f, 0.40001f, 1e-8f, -1e-8f, 20.0f,
+                              -20.0f, 30.0f, 0.999999f, 1.000001f};
+    enum { N = sizeof v / sizeof *v };
+    unary_builder fs[] = {kiln_exp, kiln_log, kiln_tanh, kiln_sigmoid};
+    kiln_set_flush_denormals(0);
+    for (size_t f = 0; f < sizeof fs / sizeof *fs; f++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = fs[f](g, input(g, KILN_SHAPE(N)));
+        void *in[1] = {(void *)v};
+        /* denormal results carry fewer bits: compare them absolutely */
+        check_node_tol(n, in, 0, RTOL, 1e-44, 0);
+        kiln_graph_free(g);
+    }
+    kiln_set_flush_denormals(1);
+}
+
+/* A dense sweep of the polynomial functions over their useful ranges. */
+static void test_function_sweep(void **state)
+{
+    (void)state;
+    enum { N = 400003 };
+    float *x = malloc(N * sizeof *x);
+    assert_non_null(x);
+    const struct {
+        unary_builder f;
+        double lo, hi;
+    } sweeps[] = {{kiln_exp, -103, 88.7},  {kiln_log, 1e-37, 3e38},
+                  {kiln_log, 0.5, 2},      {kiln_tanh, -12, 12},
+                  {kiln_tanh, -0.5, 0.5},  {kiln_sigmoid, -90, 90}};
+    for (size_t s = 0; s < sizeof sweeps / sizeof *sweeps; s++) {
+        double lo = sweeps[s].lo, hi = sweeps[s].hi;
+        int geometric = lo > 0 && hi / lo > 1e6;
+        for (int i = 0; i < N; i++) {
+            double t = (double)i / (N - 1);
+            x[i] = (float)(geometric ? lo * pow(hi / lo, t) : lo + (hi - lo) * t);
+        }
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = sweeps[s].f(g, input(g, KILN_SHAPE(N)));
+        void *in[1] = {x};
+        check_node_tol(n, in, 0, RTOL, 1e-37, 0);
+        kiln_graph_free(g);
+    }
+    free(x);
+}
+
+/* ------------------------------------------------------------ reductions */
+
+static void test_reductions(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 4);
+    const struct {
+        kiln_shape s;
+        unsigned axes;
+    } cases[] = {
+        {KILN_SHAPE(1003), 1},        {KILN_SHAPE(7, 33), 1},
+        {KILN_SHAPE(7, 33), 2},       {KILN_SHAPE(7, 33), 3},
+        {KILN_SHAPE(128, 10), 2},     {KILN_SHAPE(128, 600), 1},
+        {KILN_SHAPE(5, 17, 3), 2},    {KILN_SHAPE(5, 17, 3), 3},
+        {KILN_SHAPE(5, 17, 3), 6},    {KILN_SHAPE(5, 17, 3), 5}, /* reference */
+        {KILN_SHAPE(5, 1, 3), 2},     {KILN_SHAPE(1, 1), 3},
+        {KILN_SHAPE(0, 5), 1},        {KILN_SHAPE(0, 5), 2},
+        {KILN_SHAPE(5, 0), 2},        {KILN_SCALAR, 0},
+        {KILN_SHAPE(300, 257), 1},    {KILN_SHAPE(300, 257), 2},
+        {KILN_SHAPE(3, 40000), 2},    {KILN_SHAPE(40000, 3), 1},
+        {KILN_SHAPE(2, 300, 600), 2}, {KILN_SHAPE(1, 513), 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (int op = 0; op < 2; op++) {
+            kiln_graph *g = kiln_graph_new();
+            kiln_node *x = input(g, cases[c].s);
+            kiln_node *n = op ? kiln_reduce_max(g, x, cases[c].axes, c % 2)
+                              : kiln_sum(g, x, cases[c].axes, c % 2);
+            void **in = make_inputs(&r, n, -1, 1);
+            /* sums may cancel: the tolerance scales with the terms */
+            check_node_tol(n, in, op, RTOL, 1e-9 * (double)kiln_shape_numel(cases[c].s),
+                           0);
+            free_inputs(n, in);
+            kiln_graph_free(g);
+        }
+    }
+}
+
+static void test_reduce_max_nan(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 5);
+    for (unsigned axes = 1; axes <= 3; axes++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = kiln_reduce_max(g, input(g, KILN_SHAPE(9, 37)), axes, 0);
+        void **in = make_inputs(&r, n, -1, 1);
+        ((float *)in[0])[5 * 37 + 11] = NAN;
+        ((float *)in[0])[2 * 37 + 30] = -INFINITY;
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* ------------------------------------------------------------ movement */
+
+static void test_movement(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 6);
+    const struct {
+        kiln_shape s;
+        int perm[4];
+    } perms[] = {
+        {KILN_SHAPE(7, 33), {1, 0}},           {KILN_SHAPE(33, 7), {1, 0}},
+        {KILN_SHAPE(300, 257), {1, 0}},        {KILN_SHAPE(1, 33), {1, 0}},
+        {KILN_SHAPE(0, 3), {1, 0}},            {KILN_SHAPE(3, 5, 7), {0, 2, 1}},
+        {KILN_SHAPE(3, 5, 7), {2, 0, 1}},      {KILN_SHAPE(3, 5, 7), {1, 2, 0}},
+        {KILN_SHAPE(3, 5, 7), {1, 0, 2}},      {KILN_SHAPE(2, 3, 4, 5), {0, 2, 1, 3}},
+        {KILN_SHAPE(2, 3, 4, 5), {3, 1, 2, 0}}, {KILN_SHAPE(4, 1, 5), {2, 1, 0}},
+        {KILN_SHAPE(4, 1, 5), {1, 0, 2}},
+    };
+    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = kiln_permute(g, input(g, perms[p].s), perms[p].perm);
+        void **in = make_inputs(&r, n, -1, 1);
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+    const kiln_shape bc[][2] = {
+        {KILN_SHAPE(33), KILN_SHAPE(7, 33)},      {KILN_SHAPE(7, 1), KILN_SHAPE(7, 33)},
+        {KILN_SCALAR, KILN_SHAPE(17)},             {KILN_SHAPE(1), KILN_SHAPE(0)},
+        {KILN_SHAPE(3, 1, 5), KILN_SHAPE(2, 3, 4, 5)},
+        {KILN_SHAPE(257), KILN_SHAPE(300, 257)},
+    };
+    for (size_t b = 0; b < sizeof bc / sizeof *bc; b++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = kiln_broadcast_to(g, input(g, bc[b][0]), bc[b][1]);
+        void **in = make_inputs(&r, n, -1, 1);
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+    for (size_t s = 0; s < sizeof SIZES / sizeof *SIZES; s++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x = input(g, KILN_SHAPE(SIZES[s]));
+        kiln_node *n = kiln_reshape(g, x, KILN_SHAPE(1, SIZES[s]));
+        void **in = make_inputs(&r, n, -1, 1);
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_node *sg = kiln_stop_gradient(g, x);
+        in = make_inputs(&r, sg, -1, 1);
+        check_node(sg, in, 1);
+        free_inputs(sg, in);
+        kiln_node *v = kiln_variable(g, "v", KILN_F32, KILN_SHAPE(SIZES[s]),
+                                     kiln_init_zeros());
+        kiln_node *a = kiln_assign(g, v, x);
+        in = make_inputs(&r, a, -1, 1);
+        check_node(a, in, 1);
+        free_inputs(a, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* ------------------------------------------------------------ matmul */
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 7);
+    const struct {
+        kiln_shape a, b;
+        int ta, tb;
+    } cases[] = {
+        {KILN_SHAPE(7, 33), KILN_SHAPE(33, 17), 0, 0},
+        {KILN_SHAPE(33, 7), KILN_SHAPE(33, 17), 1, 0},
+        {KILN_SHAPE(7, 33), KILN_SHAPE(17, 33), 0, 1},
+        {KILN_SHAPE(33, 7), KILN_SHAPE(17, 33), 1, 1},
+        {KILN_SHAPE(1, 1), KILN_SHAPE(1, 1), 0, 0},
+        {KILN_SHAPE(0, 5), KILN_SHAPE(5, 3), 0, 0},
+        {KILN_SHAPE(4, 0), KILN_SHAPE(0, 3), 0, 0},
+        {KILN_SHAPE(3, 7, 33), KILN_SHAPE(33, 17), 0, 0},    /* folded batch */
+        {KILN_SHAPE(3, 7, 33), KILN_SHAPE(17, 33), 0, 1},
+        {KILN_SHAPE(3, 33, 7), KILN_SHAPE(33, 17), 1, 0},
+        {KILN_SHAPE(5, 7, 33), KILN_SHAPE(5, 33, 17), 0, 0}, /* batched */
+        {KILN_SHAPE(2, 1, 7, 9), KILN_SHAPE(1, 3, 9, 4), 0, 0},
+        {KILN_SHAPE(7, 33), KILN_SHAPE(4, 33, 17), 0, 0},
+        {KILN_SHAPE(64, 128, 100), KILN_SHAPE(64, 100, 30), 0, 0},
+        {KILN_SHAPE(0, 7, 33), KILN_SHAPE(33, 17), 0, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = kiln_matmul(g, input(g, cases[c].a), input(g, cases[c].b),
+                                   cases[c].ta, cases[c].tb);
+        void **in = make_inputs(&r, n, -1, 1);
+        /* the same products, blocked differently by BLAS */
+        check_node_tol(n, in, 0, 1e-5, 1e-5, 0);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* The reference switch and denormal option read back. */
+static void test_switches(void **state)
+{
+    (void)state;
+    assert_int_equal(kiln_cpu_use_reference(1), 1);
+    assert_int_equal(kiln_cpu_use_reference(-1), 1);
+    assert_int_equal(kiln_cpu_use_reference(0), 0);
+    assert_int_equal(kiln_set_flush_denormals(-1), 1);
+    assert_int_equal(kiln_set_flush_denormals(0), 0);
+    assert_int_equal(kiln_set_flush_denormals(1), 1);
+    /* flushing: a denormal product comes out zero, IEEE mode keeps it */
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *n = kiln_mul(g, input(g, KILN_SHAPE(3)), input(g, KILN_SHAPE(3)));
+    float a[3] = {1e-20f, 1e-20f, 2.0f}, b[3] = {1e-20f, 1e-19f, 3.0f}, o[3];
+    void *in[2] = {a, b};
+    kiln_cpu_exec(n, o, in);
+    assert_true(o[0] == 0.0f && o[1] == 0.0f && o[2] == 6.0f);
+    kiln_set_flush_denormals(0);
+    kiln_cpu_exec(n, o, in);
+    assert_true(o[0] > 0.0f && o[1] > 0.0f);
+    kiln_set_flush_denormals(1);
+    kiln_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unary),          cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_select),         cmocka_unit_test(test_special_values),
+        cmocka_unit_test(test_function_sweep), cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_reduce_max_nan), cmocka_unit_test(test_movement),
+        cmocka_unit_test(test_matmul),         cmocka_unit_test(test_switches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
