@@ -1151,11 +1151,14 @@ kiln_tensor_list *kiln_safetensors_read(const char *path);
    longer than its header says, or an unsupported element type. */
 kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as);
 
-/* Prints one line per tensor of a .npz or .safetensors file (detected from
-   its first bytes): "W0  f32  [784,600]", with "(stored <f8)" when the file's
-   type differs.  Reads headers only.  KILN_ERR_IO (kiln_last_error) as the
-   readers. */
+/* Prints one line per tensor of a .npz, .safetensors or Kiln .bin file
+   (detected from its first bytes): "W0  f32  [784,600]", with "(stored <f8)"
+   when the file's type differs.  Reads headers only (a .bin is read whole
+   to check its checksum).  KILN_ERR_IO (kiln_last_error) as the readers. */
 kiln_status kiln_file_info(const char *path, FILE *out);
+/* Reads a .npz, .safetensors or .bin file, whichever its first bytes say it
+   is.  NULL (kiln_last_error) as the readers. */
+kiln_tensor_list *kiln_file_read(const char *path);
 
 #ifdef __cplusplus
 }

@@ -316,9 +316,7 @@ done:
 /* Recovers the architecture from the variable shapes in the model file. */
 static int read_architecture(const char *path, mlp_config *c, int64_t *in_dim)
 {
-    size_t n = strlen(path);
-    int st = n >= 12 && !strcmp(path + n - 12, ".safetensors");
-    kiln_tensor_list *l = st ? kiln_safetensors_read(path) : kiln_npz_read(path);
+    kiln_tensor_list *l = kiln_file_read(path);
     if (!l)
         return kiln_tool_fail("%s", kiln_last_error());
     c->n_hidden = 0;

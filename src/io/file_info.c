@@ -16,7 +16,8 @@ static void print_info(void *ctx, const char *name, io_elem el,
             kiln_shape_str(shape, s, sizeof s), note);
 }
 
-/* Zip archives start with "PK"; safetensors with a length then '{'. */
+/* Zip archives start with "PK", Kiln's .bin with "KILNBIN\0", safetensors
+   with a length then '{'.  *is_npz: 0 safetensors, 1 npz, 2 bin. */
 static int detect(const char *path, int *is_npz, io_err *e) {
     unsigned char b[9];
     FILE *f = fopen(path, "rb");
@@ -28,11 +29,47 @@ static int detect(const char *path, int *is_npz, io_err *e) {
         *is_npz = 1;
         return 0;
     }
+    if (n >= 8 && memcmp(b, "KILNBIN", 8) == 0) {
+        *is_npz = 2;
+        return 0;
+    }
     if (n == 9 && b[8] == '{') {
         *is_npz = 0;
         return 0;
     }
-    return io_fail(e, "not a .npz or .safetensors file");
+    return io_fail(e, "not a .npz, .safetensors or .bin file");
+}
+
+/* .bin files are read whole (they are validated by their checksum). */
+static kiln_status bin_info(const char *path, FILE *out) {
+    kiln_tensor_list *l = kiln_bin_read(path);
+    if (!l)
+        return KILN_ERR_IO;
+    for (int i = 0; i < kiln_tensor_list_count(l); i++) {
+        kiln_tensor *t = kiln_tensor_list_get(l, i);
+        char s[160];
+        fprintf(out, "%s  %s  %s\n", kiln_tensor_list_name(l, i),
+                kiln_dtype_name(kiln_tensor_dtype(t)),
+                kiln_shape_str(kiln_tensor_shape(t), s, sizeof s));
+    }
+    kiln_tensor_list_free(l);
+    return KILN_OK;
+}
+
+kiln_tensor_list *kiln_file_read(const char *path) {
+    if (!path) {
+        kiln_set_last_error("kiln_file_read: NULL path");
+        return NULL;
+    }
+    io_err e = IO_ERR_INIT;
+    int kind = 0;
+    if (detect(path, &kind, &e)) {
+        kiln_set_last_error("kiln_file_read: %s: %s", path, e.msg);
+        return NULL;
+    }
+    return kind == 1 ? kiln_npz_read(path)
+           : kind == 2 ? kiln_bin_read(path)
+                       : kiln_safetensors_read(path);
 }
 
 kiln_status kiln_file_info(const char *path, FILE *out) {
@@ -44,6 +81,8 @@ kiln_status kiln_file_info(const char *path, FILE *out) {
     io_err e = IO_ERR_INIT;
     int is_npz = 0;
     int rc = detect(path, &is_npz, &e);
+    if (!rc && is_npz == 2)
+        return bin_info(path, out);
     if (!rc)
         rc = is_npz ? npz_load(path, NULL, print_info, out, &e)
                     : safetensors_load(path, NULL, print_info, out, &e);

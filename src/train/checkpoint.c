@@ -80,9 +80,7 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
         return KILN_ERR_ARG;
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG, "kiln_session_load: path is NULL");
-    kiln_tensor_list *l = is_safetensors(path) ? kiln_safetensors_read(path)
-                          : is_bin(path)       ? kiln_bin_read(path)
-                                               : kiln_npz_read(path);
+    kiln_tensor_list *l = kiln_file_read(path);
     if (!l)
         return kiln_session_fail(s, KILN_ERR_IO, "kiln_session_load: %s",
                                  kiln_last_error());
