@@ -387,7 +387,7 @@ static void test_file_info(void **state) {
                         "(stored |u1)\ns  f32  []\n");
     assert_int_equal(kiln_file_info(REF("labels-idx1-ubyte"), stdout),
                      KILN_ERR_IO);
-    assert_error_has("not a .npz or .safetensors file");
+    assert_error_has("not a .npz, .safetensors or .bin file");
     assert_int_equal(kiln_file_info(NULL, stdout), KILN_ERR_ARG);
     kiln_tensor_list_free(l);
 }

@@ -64,6 +64,15 @@ kiln_tensor_list *kiln_file_read(const char *path) {
     io_err e = IO_ERR_INIT;
     int kind = 0;
     if (detect(path, &kind, &e)) {
+        /* an unrecognised file with a known extension gets that reader's
+           more precise message (bad magic, truncated header...) */
+        size_t n = strlen(path);
+        if (n > 4 && !strcmp(path + n - 4, ".bin"))
+            return kiln_bin_read(path);
+        if (n > 4 && !strcmp(path + n - 4, ".npz"))
+            return kiln_npz_read(path);
+        if (n > 12 && !strcmp(path + n - 12, ".safetensors"))
+            return kiln_safetensors_read(path);
         kiln_set_last_error("kiln_file_read: %s: %s", path, e.msg);
         return NULL;
     }
