@@ -8,6 +8,8 @@
  *   kiln_bench infer  LAYERS BATCH THREADS       latency of a forward, us
  *   kiln_bench epoch  DATA_DIR THREADS           seconds of an MNIST epoch
  *   kiln_bench memory LAYERS BATCH THREADS       peak RSS (MiB) and buffers
+ *   kiln_bench memory-unplanned LAYERS BATCH THREADS   the same, compiled
+ *                                                without memory planning
  *
  * LAYERS is "784-600-10"; ACT is relu or gelu.  KILN_BENCH_SECONDS sets the
  * timed duration of one measurement (default 1).
@@ -22,7 +24,7 @@
 enum { MAX_LAYERS = 8 };
 
 typedef struct net {
-    int n;                /* number of sizes: n - 1 layers */
+    int n; /* number of sizes: n - 1 layers */
     int64_t size[MAX_LAYERS];
     int gelu;
 } net;
@@ -69,10 +71,11 @@ static model build_mlp(kiln_graph *g, const net *m, int batch)
         char wn[32], bn[32];
         snprintf(wn, sizeof wn, "fc%d.W", i);
         snprintf(bn, sizeof bn, "fc%d.b", i);
-        kiln_node *w = kiln_variable(g, wn, KILN_F32, KILN_SHAPE(m->size[i], m->size[i + 1]),
+        kiln_node *w = kiln_variable(g, wn, KILN_F32,
+                                     KILN_SHAPE(m->size[i], m->size[i + 1]),
                                      kiln_init_glorot_uniform());
-        kiln_node *b = kiln_variable(g, bn, KILN_F32, KILN_SHAPE(m->size[i + 1]),
-                                     kiln_init_zeros());
+        kiln_node *b = kiln_variable(
+            g, bn, KILN_F32, KILN_SHAPE(m->size[i + 1]), kiln_init_zeros());
         h = kiln_affine(g, h, w, b);
         if (i + 2 < m->n)
             h = m->gelu ? kiln_gelu(g, h) : kiln_relu(g, h);
@@ -89,8 +92,10 @@ static model build_logreg(kiln_graph *g, int batch)
     model r;
     r.x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(batch, 4));
     r.y = kiln_input(g, "Y", KILN_F32, KILN_SHAPE(batch, 1));
-    kiln_node *w = kiln_variable(g, "w", KILN_F32, KILN_SHAPE(4, 1), kiln_init_zeros());
-    kiln_node *b = kiln_variable(g, "b", KILN_F32, KILN_SHAPE(1), kiln_init_zeros());
+    kiln_node *w =
+        kiln_variable(g, "w", KILN_F32, KILN_SHAPE(4, 1), kiln_init_zeros());
+    kiln_node *b =
+        kiln_variable(g, "b", KILN_F32, KILN_SHAPE(1), kiln_init_zeros());
     r.logits = kiln_sigmoid(g, kiln_affine(g, r.x, w, b));
     r.loss = kiln_binary_cross_entropy(g, r.logits, r.y);
     return r;
@@ -104,8 +109,10 @@ typedef struct trainer {
     model m;
 } trainer;
 
-/* Session, graph and the compiled SGD step (forward, backward, update). */
-static void trainer_init(trainer *t, const net *m, int batch, int logreg)
+/* Session, graph and the compiled SGD step (forward, backward, update);
+   plan = 0 compiles without memory planning. */
+static void trainer_init_ex(trainer *t, const net *m, int batch, int logreg,
+                            int plan)
 {
     kiln_session_options so = {1, 0};
     t->s = kiln_session_new(&so);
@@ -118,11 +125,18 @@ static void trainer_init(trainer *t, const net *m, int batch, int logreg)
         die("optimizer", kiln_session_error(t->s));
     kiln_node *step = kiln_optimizer_build_step(t->opt, t->g, t->m.loss);
     kiln_node *outs[2] = {t->m.loss, step}, *ins[2] = {t->m.x, t->m.y};
-    t->f = kiln_compile(t->s, t->g, outs, 2, ins, 2);
+    kiln_compile_options co = kiln_compile_defaults();
+    co.plan_memory = plan;
+    t->f = kiln_compile_ex(t->s, t->g, outs, 2, ins, 2, &co);
     if (!t->f)
         die("compile", kiln_session_error(t->s));
     if (getenv("KILN_BENCH_PRINT"))
         kiln_function_print(t->f, stderr);
+}
+
+static void trainer_init(trainer *t, const net *m, int batch, int logreg)
+{
+    trainer_init_ex(t, m, batch, logreg, 1);
 }
 
 static void trainer_free(trainer *t)
@@ -144,14 +158,15 @@ static void fill_inputs(kiln_tensor *x, kiln_tensor *y, int classes, int logreg)
         if (logreg)
             kiln_tensor_f32(y)[i] = (float)(kiln_rng_u32(&r) & 1);
         else
-            kiln_tensor_i32(y)[i] = (int32_t)(kiln_rng_u32(&r) % (uint32_t)classes);
+            kiln_tensor_i32(y)[i] =
+                (int32_t)(kiln_rng_u32(&r) % (uint32_t)classes);
     }
 }
 
 /* Runs f repeatedly for about the benchmark duration after a warm-up;
    returns seconds per run. */
-static double time_runs(kiln_function *f, kiln_session *s, kiln_tensor *const *in,
-                        kiln_tensor *const *out)
+static double time_runs(kiln_function *f, kiln_session *s,
+                        kiln_tensor *const *in, kiln_tensor *const *out)
 {
     double budget = bench_seconds();
     double t0 = kiln_now();
@@ -175,7 +190,8 @@ static int cmd_train(const net *m, int batch, int logreg)
     trainer t;
     trainer_init(&t, m, batch, logreg);
     kiln_tensor *x = kiln_tensor_new(KILN_F32, kiln_node_shape(t.m.x));
-    kiln_tensor *y = kiln_tensor_new(kiln_node_dtype(t.m.y), kiln_node_shape(t.m.y));
+    kiln_tensor *y =
+        kiln_tensor_new(kiln_node_dtype(t.m.y), kiln_node_shape(t.m.y));
     kiln_tensor *loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     fill_inputs(x, y, logreg ? 2 : (int)m->size[m->n - 1], logreg);
     kiln_tensor *in[2] = {x, y}, *out[2] = {loss, NULL};
@@ -247,29 +263,32 @@ static int cmd_epoch(const char *dir)
     return 0;
 }
 
-/* Bytes of buffers of the compiled function, read from its printed
-   schedule's header line. */
-static size_t buffer_bytes(const kiln_function *f)
+/* Bytes of buffers of the compiled function and of one buffer per value,
+   read from its printed schedule's header line. */
+static void buffer_bytes(const kiln_function *f, size_t *planned,
+                         size_t *unplanned)
 {
     char *text = NULL;
     size_t len = 0;
+    *planned = *unplanned = 0;
     FILE *mem = open_memstream(&text, &len);
     if (!mem)
-        return 0;
+        return;
     kiln_function_print(f, mem);
     fclose(mem);
-    size_t bytes = 0;
-    const char *p = strstr(text, "kernels, ");
+    const char *p = strstr(text, "kernels, "),
+               *q = strstr(text, "bytes of buffers (");
     if (p)
-        bytes = (size_t)strtoull(p + 9, NULL, 10);
+        *planned = *unplanned = (size_t)strtoull(p + 9, NULL, 10);
+    if (q)
+        *unplanned = (size_t)strtoull(q + 18, NULL, 10);
     free(text);
-    return bytes;
 }
 
-static int cmd_memory(const net *m, int batch)
+static int cmd_memory(const net *m, int batch, int plan)
 {
     trainer t;
-    trainer_init(&t, m, batch, 0);
+    trainer_init_ex(&t, m, batch, 0, plan);
     kiln_tensor *x = kiln_tensor_new(KILN_F32, kiln_node_shape(t.m.x));
     kiln_tensor *y = kiln_tensor_new(KILN_I32, kiln_node_shape(t.m.y));
     kiln_tensor *loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
@@ -280,7 +299,11 @@ static int cmd_memory(const net *m, int batch)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("RESULT %.1f MiB\n", ru.ru_maxrss / 1024.0);
-    printf("BUFFERS %zu bytes\n", buffer_bytes(t.f));
+    size_t planned, unplanned;
+    buffer_bytes(t.f, &planned, &unplanned);
+    printf("BUFFERS %zu bytes\n", planned);
+    if (plan)
+        printf("BUFFERS_ONE_PER_VALUE %zu bytes\n", unplanned);
     kiln_tensor_free(x);
     kiln_tensor_free(y);
     kiln_tensor_free(loss);
@@ -290,11 +313,12 @@ static int cmd_memory(const net *m, int batch)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: kiln_bench train LAYERS relu|gelu BATCH THREADS\n"
-                    "       kiln_bench logreg BATCH THREADS\n"
-                    "       kiln_bench infer LAYERS BATCH THREADS\n"
-                    "       kiln_bench epoch DATA_DIR THREADS\n"
-                    "       kiln_bench memory LAYERS BATCH THREADS\n");
+    fprintf(stderr,
+            "usage: kiln_bench train LAYERS relu|gelu BATCH THREADS\n"
+            "       kiln_bench logreg BATCH THREADS\n"
+            "       kiln_bench infer LAYERS BATCH THREADS\n"
+            "       kiln_bench epoch DATA_DIR THREADS\n"
+            "       kiln_bench memory[-unplanned] LAYERS BATCH THREADS\n");
     return 2;
 }
 
@@ -320,10 +344,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "epoch") && argc == 4)
         return cmd_epoch(argv[2]);
-    if (!strcmp(cmd, "memory") && argc == 5) {
+    if ((!strcmp(cmd, "memory") || !strcmp(cmd, "memory-unplanned")) &&
+        argc == 5) {
         if (parse_layers(argv[2], &m))
             return usage();
-        return cmd_memory(&m, atoi(argv[3]));
+        return cmd_memory(&m, atoi(argv[3]), !strcmp(cmd, "memory"));
     }
     return usage();
 }

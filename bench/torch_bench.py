@@ -6,7 +6,7 @@ the same arguments, one measurement per run, printed as
     torch_bench.py logreg BATCH THREADS
     torch_bench.py infer  LAYERS BATCH THREADS
     torch_bench.py epoch  DATA_DIR THREADS
-    torch_bench.py memory LAYERS BATCH THREADS
+    torch_bench.py memory LAYERS BATCH THREADS   (memory-unplanned: the same)
 
 The BLAS thread count comes from OPENBLAS_NUM_THREADS, set by bench/run
 before the interpreter starts.  KILN_BENCH_SECONDS sets the timed duration.
@@ -155,7 +155,7 @@ def main(argv):
         cmd_infer(sizes(argv[2]), int(argv[3]))
     elif cmd == "epoch" and len(argv) == 4:
         cmd_epoch(argv[2])
-    elif cmd == "memory" and len(argv) == 5:
+    elif cmd in ("memory", "memory-unplanned") and len(argv) == 5:
         cmd_memory(sizes(argv[2]), int(argv[3]))
     else:
         sys.exit(__doc__)

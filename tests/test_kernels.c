@@ -36,7 +36,8 @@ static void **make_inputs(kiln_rng *r, const kiln_node *n, double lo, double hi)
             if (n->in[k]->dtype == KILN_I32)
                 ((int32_t *)in[k])[i] = (int32_t)(kiln_rng_u32(r) % 10);
             else
-                ((float *)in[k])[i] = (float)(lo + (hi - lo) * kiln_rng_uniform(r));
+                ((float *)in[k])[i] =
+                    (float)(lo + (hi - lo) * kiln_rng_uniform(r));
         }
     }
     return in;
@@ -61,8 +62,8 @@ static int close_enough(float got, float want, double rtol, double atol)
 /* Runs n's reference kernel and its fast kernel (through kiln_cpu_exec) at
    every thread count and compares: exactly when exact, else within rtol
    (plus atol).  With inplace, the fast kernel writes over input 0. */
-static void check_node_tol(const kiln_node *n, void **in, int exact, double rtol,
-                           double atol, int inplace)
+static void check_node_tol(const kiln_node *n, void **in, int exact,
+                           double rtol, double atol, int inplace)
 {
     assert_int_equal(kiln_graph_status(n->graph), KILN_OK);
     int64_t len = kiln_shape_numel(n->shape);
@@ -94,15 +95,17 @@ static void check_node_tol(const kiln_node *n, void **in, int exact, double rtol
             for (int64_t i = 0; i < len; i++)
                 if (memcmp(&got[i], &want[i], 4) != 0 &&
                     !(isnan(got[i]) && isnan(want[i])))
-                    fail_msg("%s %s, %d threads: element %lld: %.9g, reference %.9g",
-                             kiln_op_table[n->op].name, shape, THREADS[t],
-                             (long long)i, got[i], want[i]);
+                    fail_msg(
+                        "%s %s, %d threads: element %lld: %.9g, reference %.9g",
+                        kiln_op_table[n->op].name, shape, THREADS[t],
+                        (long long)i, got[i], want[i]);
         } else {
             for (int64_t i = 0; i < len; i++)
                 if (!close_enough(got[i], want[i], rtol, atol))
-                    fail_msg("%s %s, %d threads: element %lld: %.9g, reference %.9g",
-                             kiln_op_table[n->op].name, shape, THREADS[t],
-                             (long long)i, got[i], want[i]);
+                    fail_msg(
+                        "%s %s, %d threads: element %lld: %.9g, reference %.9g",
+                        kiln_op_table[n->op].name, shape, THREADS[t],
+                        (long long)i, got[i], want[i]);
         }
     }
     if (inplace) {
@@ -135,12 +138,12 @@ static const struct {
     double lo, hi;
     int exact;
 } UNARY[] = {
-    {"neg", kiln_neg, -3, 3, 1},       {"abs", kiln_abs, -3, 3, 1},
-    {"sign", kiln_sign, -3, 3, 1},     {"exp", kiln_exp, -20, 20, 0},
-    {"log", kiln_log, 1e-3, 50, 0},    {"sqrt", kiln_sqrt, 0, 50, 1},
-    {"sin", kiln_sin, -6, 6, 1},       {"cos", kiln_cos, -6, 6, 1},
-    {"tanh", kiln_tanh, -6, 6, 0},     {"sigmoid", kiln_sigmoid, -20, 20, 0},
-    {"relu", kiln_relu, -3, 3, 1},     {"erf", kiln_erf, -3, 3, 1},
+    {"neg", kiln_neg, -3, 3, 1},    {"abs", kiln_abs, -3, 3, 1},
+    {"sign", kiln_sign, -3, 3, 1},  {"exp", kiln_exp, -20, 20, 0},
+    {"log", kiln_log, 1e-3, 50, 0}, {"sqrt", kiln_sqrt, 0, 50, 1},
+    {"sin", kiln_sin, -6, 6, 1},    {"cos", kiln_cos, -6, 6, 1},
+    {"tanh", kiln_tanh, -6, 6, 0},  {"sigmoid", kiln_sigmoid, -20, 20, 0},
+    {"relu", kiln_relu, -3, 3, 1},  {"erf", kiln_erf, -3, 3, 1},
 };
 
 static const struct {
@@ -148,10 +151,12 @@ static const struct {
     binary_builder f;
     double lo, hi;
 } BINARY[] = {
-    {"add", kiln_add, -3, 3}, {"sub", kiln_sub, -3, 3}, {"mul", kiln_mul, -3, 3},
-    {"div", kiln_div, 0.5, 3}, {"pow", kiln_pow, 0.1, 3}, {"max", kiln_max, -3, 3},
-    {"min", kiln_min, -3, 3}, {"lt", kiln_lt, -1, 1},   {"le", kiln_le, -1, 1},
-    {"gt", kiln_gt, -1, 1},   {"ge", kiln_ge, -1, 1},   {"eq", kiln_eq, -1, 1},
+    {"add", kiln_add, -3, 3},  {"sub", kiln_sub, -3, 3},
+    {"mul", kiln_mul, -3, 3},  {"div", kiln_div, 0.5, 3},
+    {"pow", kiln_pow, 0.1, 3}, {"max", kiln_max, -3, 3},
+    {"min", kiln_min, -3, 3},  {"lt", kiln_lt, -1, 1},
+    {"le", kiln_le, -1, 1},    {"gt", kiln_gt, -1, 1},
+    {"ge", kiln_ge, -1, 1},    {"eq", kiln_eq, -1, 1},
 };
 
 /* Shapes not multiples of any vector width, size 1 and empty, and one
@@ -186,20 +191,20 @@ static void test_binary(void **state)
         kiln_shape a, b;
     } pairs[] = {
         {KILN_SHAPE(1003), KILN_SHAPE(1003)},
-        {KILN_SHAPE(7, 33), KILN_SHAPE(33)},          /* bias: row broadcast */
+        {KILN_SHAPE(7, 33), KILN_SHAPE(33)}, /* bias: row broadcast */
         {KILN_SHAPE(7, 33), KILN_SHAPE(1, 33)},
-        {KILN_SHAPE(17, 33), KILN_SHAPE(17, 1)},      /* column broadcast */
+        {KILN_SHAPE(17, 33), KILN_SHAPE(17, 1)}, /* column broadcast */
         {KILN_SHAPE(17, 1), KILN_SHAPE(17, 33)},
-        {KILN_SHAPE(17, 33), KILN_SCALAR},            /* scalar */
+        {KILN_SHAPE(17, 33), KILN_SCALAR}, /* scalar */
         {KILN_SCALAR, KILN_SHAPE(17, 33)},
         {KILN_SCALAR, KILN_SCALAR},
-        {KILN_SHAPE(5, 1, 7), KILN_SHAPE(5, 3, 7)},   /* middle axis */
-        {KILN_SHAPE(5, 3, 1), KILN_SHAPE(1, 3, 7)},   /* both broadcast */
+        {KILN_SHAPE(5, 1, 7), KILN_SHAPE(5, 3, 7)}, /* middle axis */
+        {KILN_SHAPE(5, 3, 1), KILN_SHAPE(1, 3, 7)}, /* both broadcast */
         {KILN_SHAPE(2, 1, 3, 1), KILN_SHAPE(1, 4, 1, 5)},
         {KILN_SHAPE(1, 1, 9), KILN_SHAPE(9)},
-        {KILN_SHAPE(0, 5), KILN_SHAPE(5)},            /* empty */
+        {KILN_SHAPE(0, 5), KILN_SHAPE(5)}, /* empty */
         {KILN_SHAPE(3, 0), KILN_SHAPE(3, 1)},
-        {KILN_SHAPE(70003), KILN_SHAPE(70003)},       /* threaded */
+        {KILN_SHAPE(70003), KILN_SHAPE(70003)}, /* threaded */
         {KILN_SHAPE(300, 257), KILN_SHAPE(257)},
         {KILN_SHAPE(300, 257), KILN_SHAPE(300, 1)},
         {KILN_SHAPE(3, 40000), KILN_SHAPE(1, 40000)},
@@ -207,7 +212,8 @@ static void test_binary(void **state)
     for (size_t b = 0; b < sizeof BINARY / sizeof *BINARY; b++) {
         for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
             kiln_graph *g = kiln_graph_new();
-            kiln_node *n = BINARY[b].f(g, input(g, pairs[p].a), input(g, pairs[p].b));
+            kiln_node *n =
+                BINARY[b].f(g, input(g, pairs[p].a), input(g, pairs[p].b));
             void **in = make_inputs(&r, n, BINARY[b].lo, BINARY[b].hi);
             if (!strcmp(BINARY[b].name, "eq")) /* some equal pairs */
                 for (int64_t i = 0; i < kiln_shape_numel(pairs[p].a); i += 3)
@@ -236,7 +242,8 @@ static void test_select(void **state)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         kiln_graph *g = kiln_graph_new();
         kiln_node *c = kiln_gt(g, input(g, shapes[i][0]), kiln_scalar(g, 0.0f));
-        kiln_node *n = kiln_select(g, c, input(g, shapes[i][1]), input(g, shapes[i][2]));
+        kiln_node *n =
+            kiln_select(g, c, input(g, shapes[i][1]), input(g, shapes[i][2]));
         void **in = make_inputs(&r, n, -1, 1);
         for (int64_t j = 0; j < kiln_shape_numel(shapes[i][0]); j++)
             ((float *)in[0])[j] = ((float *)in[0])[j] > 0 ? 1.0f : 0.0f;
@@ -250,11 +257,12 @@ static void test_select(void **state)
 static void test_special_values(void **state)
 {
     (void)state;
-    static const float v[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN,
-                              88.7f, 88.8f, -87.0f, -88.0f, -103.0f, -104.0f,
-                              1e-30f, 1e-40f, -1e-40f, 1.17549435e-38f, 3.4e38f,
-                              0.39999f, 0.4f, 0.40001f, 1e-8f, -1e-8f, 20.0f,
-                              -20.0f, 30.0f, 0.999999f, 1.000001f};
+    static const float v[] = {
+        0.0f,     -0.0f,  1.0f,      -1.0f,    INFINITY,        -INFINITY,
+        NAN,      88.7f,  88.8f,     -87.0f,   -88.0f,          -103.0f,
+        -104.0f,  1e-30f, 1e-40f,    -1e-40f,  1.17549435e-38f, 3.4e38f,
+        0.39999f, 0.4f,   0.40001f,  1e-8f,    -1e-8f,          20.0f,
+        -20.0f,   30.0f,  0.999999f, 1.000001f};
     enum { N = sizeof v / sizeof *v };
     unary_builder fs[] = {kiln_exp, kiln_log, kiln_tanh, kiln_sigmoid};
     kiln_set_flush_denormals(0);
@@ -279,15 +287,16 @@ static void test_function_sweep(void **state)
     const struct {
         unary_builder f;
         double lo, hi;
-    } sweeps[] = {{kiln_exp, -103, 88.7},  {kiln_log, 1e-37, 3e38},
-                  {kiln_log, 0.5, 2},      {kiln_tanh, -12, 12},
-                  {kiln_tanh, -0.5, 0.5},  {kiln_sigmoid, -90, 90}};
+    } sweeps[] = {{kiln_exp, -103, 88.7}, {kiln_log, 1e-37, 3e38},
+                  {kiln_log, 0.5, 2},     {kiln_tanh, -12, 12},
+                  {kiln_tanh, -0.5, 0.5}, {kiln_sigmoid, -90, 90}};
     for (size_t s = 0; s < sizeof sweeps / sizeof *sweeps; s++) {
         double lo = sweeps[s].lo, hi = sweeps[s].hi;
         int geometric = lo > 0 && hi / lo > 1e6;
         for (int i = 0; i < N; i++) {
             double t = (double)i / (N - 1);
-            x[i] = (float)(geometric ? lo * pow(hi / lo, t) : lo + (hi - lo) * t);
+            x[i] =
+                (float)(geometric ? lo * pow(hi / lo, t) : lo + (hi - lo) * t);
         }
         kiln_graph *g = kiln_graph_new();
         kiln_node *n = sweeps[s].f(g, input(g, KILN_SHAPE(N)));
@@ -329,8 +338,8 @@ static void test_reductions(void **state)
                               : kiln_sum(g, x, cases[c].axes, c % 2);
             void **in = make_inputs(&r, n, -1, 1);
             /* sums may cancel: the tolerance scales with the terms */
-            check_node_tol(n, in, op, RTOL, 1e-9 * (double)kiln_shape_numel(cases[c].s),
-                           0);
+            check_node_tol(n, in, op, RTOL,
+                           1e-9 * (double)kiln_shape_numel(cases[c].s), 0);
             free_inputs(n, in);
             kiln_graph_free(g);
         }
@@ -365,12 +374,18 @@ static void test_movement(void **state)
         kiln_shape s;
         int perm[4];
     } perms[] = {
-        {KILN_SHAPE(7, 33), {1, 0}},           {KILN_SHAPE(33, 7), {1, 0}},
-        {KILN_SHAPE(300, 257), {1, 0}},        {KILN_SHAPE(1, 33), {1, 0}},
-        {KILN_SHAPE(0, 3), {1, 0}},            {KILN_SHAPE(3, 5, 7), {0, 2, 1}},
-        {KILN_SHAPE(3, 5, 7), {2, 0, 1}},      {KILN_SHAPE(3, 5, 7), {1, 2, 0}},
-        {KILN_SHAPE(3, 5, 7), {1, 0, 2}},      {KILN_SHAPE(2, 3, 4, 5), {0, 2, 1, 3}},
-        {KILN_SHAPE(2, 3, 4, 5), {3, 1, 2, 0}}, {KILN_SHAPE(4, 1, 5), {2, 1, 0}},
+        {KILN_SHAPE(7, 33), {1, 0}},
+        {KILN_SHAPE(33, 7), {1, 0}},
+        {KILN_SHAPE(300, 257), {1, 0}},
+        {KILN_SHAPE(1, 33), {1, 0}},
+        {KILN_SHAPE(0, 3), {1, 0}},
+        {KILN_SHAPE(3, 5, 7), {0, 2, 1}},
+        {KILN_SHAPE(3, 5, 7), {2, 0, 1}},
+        {KILN_SHAPE(3, 5, 7), {1, 2, 0}},
+        {KILN_SHAPE(3, 5, 7), {1, 0, 2}},
+        {KILN_SHAPE(2, 3, 4, 5), {0, 2, 1, 3}},
+        {KILN_SHAPE(2, 3, 4, 5), {3, 1, 2, 0}},
+        {KILN_SHAPE(4, 1, 5), {2, 1, 0}},
         {KILN_SHAPE(4, 1, 5), {1, 0, 2}},
     };
     for (size_t p = 0; p < sizeof perms / sizeof *perms; p++) {
@@ -382,8 +397,10 @@ static void test_movement(void **state)
         kiln_graph_free(g);
     }
     const kiln_shape bc[][2] = {
-        {KILN_SHAPE(33), KILN_SHAPE(7, 33)},      {KILN_SHAPE(7, 1), KILN_SHAPE(7, 33)},
-        {KILN_SCALAR, KILN_SHAPE(17)},             {KILN_SHAPE(1), KILN_SHAPE(0)},
+        {KILN_SHAPE(33), KILN_SHAPE(7, 33)},
+        {KILN_SHAPE(7, 1), KILN_SHAPE(7, 33)},
+        {KILN_SCALAR, KILN_SHAPE(17)},
+        {KILN_SHAPE(1), KILN_SHAPE(0)},
         {KILN_SHAPE(3, 1, 5), KILN_SHAPE(2, 3, 4, 5)},
         {KILN_SHAPE(257), KILN_SHAPE(300, 257)},
     };
@@ -434,7 +451,7 @@ static void test_matmul(void **state)
         {KILN_SHAPE(1, 1), KILN_SHAPE(1, 1), 0, 0},
         {KILN_SHAPE(0, 5), KILN_SHAPE(5, 3), 0, 0},
         {KILN_SHAPE(4, 0), KILN_SHAPE(0, 3), 0, 0},
-        {KILN_SHAPE(3, 7, 33), KILN_SHAPE(33, 17), 0, 0},    /* folded batch */
+        {KILN_SHAPE(3, 7, 33), KILN_SHAPE(33, 17), 0, 0}, /* folded batch */
         {KILN_SHAPE(3, 7, 33), KILN_SHAPE(17, 33), 0, 1},
         {KILN_SHAPE(3, 33, 7), KILN_SHAPE(33, 17), 1, 0},
         {KILN_SHAPE(5, 7, 33), KILN_SHAPE(5, 33, 17), 0, 0}, /* batched */
@@ -445,8 +462,9 @@ static void test_matmul(void **state)
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         kiln_graph *g = kiln_graph_new();
-        kiln_node *n = kiln_matmul(g, input(g, cases[c].a), input(g, cases[c].b),
-                                   cases[c].ta, cases[c].tb);
+        kiln_node *n =
+            kiln_matmul(g, input(g, cases[c].a), input(g, cases[c].b),
+                        cases[c].ta, cases[c].tb);
         void **in = make_inputs(&r, n, -1, 1);
         /* the same products, blocked differently by BLAS */
         check_node_tol(n, in, 0, 1e-5, 1e-5, 0);
@@ -467,7 +485,8 @@ static void test_switches(void **state)
     assert_int_equal(kiln_set_flush_denormals(1), 1);
     /* flushing: a denormal product comes out zero, IEEE mode keeps it */
     kiln_graph *g = kiln_graph_new();
-    kiln_node *n = kiln_mul(g, input(g, KILN_SHAPE(3)), input(g, KILN_SHAPE(3)));
+    kiln_node *n =
+        kiln_mul(g, input(g, KILN_SHAPE(3)), input(g, KILN_SHAPE(3)));
     float a[3] = {1e-20f, 1e-20f, 2.0f}, b[3] = {1e-20f, 1e-19f, 3.0f}, o[3];
     void *in[2] = {a, b};
     kiln_cpu_exec(n, o, in);
@@ -482,11 +501,16 @@ static void test_switches(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unary),          cmocka_unit_test(test_binary),
-        cmocka_unit_test(test_select),         cmocka_unit_test(test_special_values),
-        cmocka_unit_test(test_function_sweep), cmocka_unit_test(test_reductions),
-        cmocka_unit_test(test_reduce_max_nan), cmocka_unit_test(test_movement),
-        cmocka_unit_test(test_matmul),         cmocka_unit_test(test_switches),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_special_values),
+        cmocka_unit_test(test_function_sweep),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_reduce_max_nan),
+        cmocka_unit_test(test_movement),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_switches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,7 +69,8 @@ void kiln_fpu_leave(unsigned saved)
 
 void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
 {
-    kiln_kernel_fn k = kiln_cpu_use_reference(-1) ? NULL : kiln_fast_kernels[n->op];
+    kiln_kernel_fn k =
+        kiln_cpu_use_reference(-1) ? NULL : kiln_fast_kernels[n->op];
     if (!k)
         k = kiln_ref_kernels[n->op];
     if (!k)
@@ -79,7 +80,8 @@ void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
     kiln_fpu_leave(saved);
 }
 
-/* ------------------------------------------------------------ broadcast plan */
+/* ------------------------------------------------------------ broadcast plan
+ */
 
 void kiln_ew_plan_init(kiln_ew_plan *p, const kiln_node *n)
 {

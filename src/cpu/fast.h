@@ -9,19 +9,21 @@
 /* Functions marked KILN_CLONES are compiled for AVX-512, AVX2+FMA and
    baseline x86-64; the loader picks the best for the processor (ifunc), so
    the binary runs on any x86-64 and no -march flag is global. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) &&     \
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) &&         \
     !defined(KILN_NO_CLONES)
 #define KILN_CLONES                                                            \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    __attribute__((                                                            \
+        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define KILN_CLONES
 /* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
    file and listed in kiln_fast_kernels (fast.c). */
 #define KILN_FAST_OPS(X)                                                       \
-    X(NEG) X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH)         \
-    X(SIGMOID) X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX)       \
-    X(MIN) X(LT) X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX)            \
-    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
+    X(NEG)                                                                     \
+    X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH) X(SIGMOID)      \
+        X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
+            X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
+                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
@@ -39,7 +41,8 @@ KILN_FAST_OPS(KILN_FAST_DECLARE)
    once on the calling thread.  Pool threads flush denormals like the
    caller.  fn must not call kiln_par_for. */
 typedef void (*kiln_range_fn)(void *ctx, int64_t lo, int64_t hi);
-void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx);
+void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn,
+                  void *ctx);
 
 /* Threads the kernels use, the caller included. */
 int kiln_cpu_threads(void);
@@ -70,10 +73,11 @@ void kiln_ew_row_offsets(const kiln_ew_plan *p, int64_t r, int64_t *off);
 /* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
    file and listed in kiln_fast_kernels (fast.c). */
 #define KILN_FAST_OPS(X)                                                       \
-    X(NEG) X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH)         \
-    X(SIGMOID) X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX)       \
-    X(MIN) X(LT) X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX)            \
-    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
+    X(NEG)                                                                     \
+    X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH) X(SIGMOID)      \
+        X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
+            X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
+                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);

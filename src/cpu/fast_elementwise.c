@@ -20,11 +20,12 @@ static inline float sign(float x)
     return (float)((x > 0) - (x < 0));
 }
 
-/* ------------------------------------------------------------ span functions */
+/* ------------------------------------------------------------ span functions
+ */
 
 typedef void (*unary_span)(float *o, const float *a, int64_t n);
-typedef void (*binary_span)(float *o, const float *a, int64_t sa, const float *b,
-                            int64_t sb, int64_t n);
+typedef void (*binary_span)(float *o, const float *a, int64_t sa,
+                            const float *b, int64_t sb, int64_t n);
 
 #define UNARY_SPAN(OP, expr)                                                   \
     KILN_CLONES static void span_##OP(float *o, const float *a, int64_t n)     \
@@ -125,7 +126,8 @@ static void unary_range(void *ctx, int64_t lo, int64_t hi)
     j->f(j->o + s, j->a + s, e - s);
 }
 
-static void run_unary(const kiln_node *n, void *o, void *const *in, unary_span f)
+static void run_unary(const kiln_node *n, void *o, void *const *in,
+                      unary_span f)
 {
     unary_job j = {f, o, in[0], kiln_shape_numel(n->shape)};
     int64_t pieces = (j.len + PIECE - 1) / PIECE;
@@ -178,7 +180,8 @@ static void ew_job_init(ew_job *j, const kiln_node *n, void *o, void *const *in)
         j->in[k] = in[k];
 }
 
-static void run_binary(const kiln_node *n, void *o, void *const *in, binary_span f)
+static void run_binary(const kiln_node *n, void *o, void *const *in,
+                       binary_span f)
 {
     ew_job j;
     ew_job_init(&j, n, o, in);
@@ -194,10 +197,11 @@ static void select_range(void *ctx, int64_t lo, int64_t hi)
     for (int64_t it = lo; it < hi; it++) {
         int64_t off[4], s, e;
         ew_item(j, it, off, &s, &e);
-        int64_t sc = j->p.st[0][last], sa = j->p.st[1][last], sb = j->p.st[2][last];
+        int64_t sc = j->p.st[0][last], sa = j->p.st[1][last],
+                sb = j->p.st[2][last];
         span_select(j->o + off[3] + s, j->in[0] + off[0] + s * sc, sc,
-                    j->in[1] + off[1] + s * sa, sa, j->in[2] + off[2] + s * sb, sb,
-                    e - s);
+                    j->in[1] + off[1] + s * sa, sa, j->in[2] + off[2] + s * sb,
+                    sb, e - s);
     }
 }
 
@@ -210,7 +214,7 @@ void kiln_fast_SELECT(const kiln_node *n, void *o, void *const *in)
 }
 
 #define UNARY_KERNEL(OP)                                                       \
-    void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)        \
+    void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)          \
     {                                                                          \
         run_unary(n, o, in, span_##OP);                                        \
     }
@@ -229,7 +233,7 @@ UNARY_KERNEL(ERF)
 #undef UNARY_KERNEL
 
 #define BINARY_KERNEL(OP)                                                      \
-    void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)        \
+    void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)          \
     {                                                                          \
         run_binary(n, o, in, span_##OP);                                       \
     }
@@ -246,4 +250,3 @@ BINARY_KERNEL(GT)
 BINARY_KERNEL(GE)
 BINARY_KERNEL(EQ)
 #undef BINARY_KERNEL
-

@@ -61,7 +61,8 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
     }
     kiln_broadcast_strides(ba, bo, j.sta);
     kiln_broadcast_strides(bb, bo, j.stb);
-    int a_full = kiln_shape_numel(ba) == batches, b_shared = kiln_shape_numel(bb) == 1;
+    int a_full = kiln_shape_numel(ba) == batches,
+        b_shared = kiln_shape_numel(bb) == 1;
     if (a_full && b_shared && !j.ta) {
         /* [batch, m, k] x [k, n]: rows of every batch are one matrix */
         kiln_cpu_gemm(0, j.tb, batches * j.m, j.n, j.k, j.a, j.b, j.o);

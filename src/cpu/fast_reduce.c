@@ -19,8 +19,8 @@ typedef struct reduce_job {
 
 /* Merges x's axes into [outer, red, inner]; 0 when the reduced axes are not
    one contiguous run. */
-static int reduce_shape(kiln_shape s, unsigned axes, int64_t *outer, int64_t *red,
-                        int64_t *inner)
+static int reduce_shape(kiln_shape s, unsigned axes, int64_t *outer,
+                        int64_t *red, int64_t *inner)
 {
     int64_t len[KILN_MAX_DIMS];
     int kind[KILN_MAX_DIMS], nd = 0;
@@ -49,8 +49,8 @@ static int reduce_shape(kiln_shape s, unsigned axes, int64_t *outer, int64_t *re
 KILN_CLONES static float sum_row(const float *x, int64_t n)
 {
     double acc = 0;
-    _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++) acc +=
-        (double)x[i];
+    _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++)
+        acc += (double)x[i];
     return (float)acc;
 }
 
@@ -58,7 +58,8 @@ KILN_CLONES static float max_row(const float *x, int64_t n)
 {
     float m = -INFINITY;
     int nan = 0;
-    _Pragma("omp simd reduction(max : m) reduction(| : nan)") for (int64_t i = 0;
+    _Pragma("omp simd reduction(max : m) reduction(| : nan)") for (int64_t i =
+                                                                       0;
                                                                    i < n; i++)
     {
         float v = x[i];
@@ -77,7 +78,8 @@ KILN_CLONES static void sum_cols(float *o, const float *x, int64_t rows,
         acc[i] = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *row = x + r * stride;
-        _Pragma("omp simd") for (int64_t i = 0; i < w; i++) acc[i] += (double)row[i];
+        _Pragma("omp simd") for (int64_t i = 0; i < w; i++) acc[i] +=
+            (double)row[i];
     }
     for (int64_t i = 0; i < w; i++)
         o[i] = (float)acc[i];

@@ -29,19 +29,30 @@ static struct {
     pthread_mutex_t busy; /* held by the caller of a parallel region */
     pthread_mutex_t lock; /* guards sleeping on wake */
     pthread_cond_t wake;
-    atomic_uint gen;      /* bumped once per job (and to stop) */
-    atomic_int pending;   /* workers still on the current job */
-    int size;             /* threads in use, the caller included; 0 until
-                             set: then one per core, as BLAS does */
-    int started;          /* workers running (size - 1 once started) */
+    atomic_uint gen;    /* bumped once per job (and to stop) */
+    atomic_int pending; /* workers still on the current job */
+    int size;           /* threads in use, the caller included; 0 until
+                           set: then one per core, as BLAS does */
+    int started;        /* workers running (size - 1 once started) */
     int stop;
-    unsigned start_gen;   /* gen when the workers were started */
+    unsigned start_gen; /* gen when the workers were started */
     pthread_t tid[MAX_THREADS];
     kiln_range_fn fn;
     void *ctx;
     int64_t n;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, {0}, NULL, NULL, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER,
+          PTHREAD_MUTEX_INITIALIZER,
+          PTHREAD_COND_INITIALIZER,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          {0},
+          NULL,
+          NULL,
+          0};
 
 static void run_share(int t, int T)
 {
@@ -100,7 +111,8 @@ static void start_workers(void)
 {
     pool.start_gen = atomic_load(&pool.gen);
     for (int i = 1; i < pool.size; i++) {
-        if (pthread_create(&pool.tid[i - 1], NULL, worker, (void *)(intptr_t)i) != 0) {
+        if (pthread_create(&pool.tid[i - 1], NULL, worker,
+                           (void *)(intptr_t)i) != 0) {
             pool.size = i;
             break;
         }
