@@ -110,7 +110,9 @@ typedef struct kiln_rng {
     uint64_t state, inc;
 } kiln_rng;
 
+/* Seeds r (a NULL r is ignored). */
 void kiln_rng_seed(kiln_rng *r, uint64_t seed);
+/* Next 32 random bits (0 for a NULL r). */
 uint32_t kiln_rng_u32(kiln_rng *r);
 /* Uniform in [0, 1). */
 double kiln_rng_uniform(kiln_rng *r);
@@ -301,6 +303,8 @@ kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x);
 
 /* ---------------------------------------------------------------- composites */
 
+/* Numerically stable softmax / log-softmax along axis (negative counts from
+   the end); f32 only, a bad axis poisons the graph. */
 kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis);
 kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis);
 /* x W + b, with b broadcast over rows. */
