@@ -9,16 +9,12 @@
  * and their temporaries; variables and optimiser state live in the session,
  * outside it) and its footprint (bytes handed out since the clear).  Time
  * is the fastest of 15 interleaved runs of each (the least disturbed by
- * other processes), one thread.  Prints a table, then
- *   RESULT <ratio> memory_ratio
- *   RESULT <ratio> time_ratio
+ * other processes), one thread.  Prints a table, then (for bench/run)
+ *   MEMORY_RATIO <ratio> ratio
+ *   TIME_RATIO <ratio> ratio
  * and exits 1 when a target is missed.
  *
- * Standalone build from the repository root, after a Release build in
- * build-rel (cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release):
- *   cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude
- * bench/checkpoint_memory.c \ build-rel/libkiln.a -lopenblas -lzip -lz -fopenmp
- * -lm -o build-rel/checkpoint_memory
+ * Built by bench/CMakeLists.txt as <build>/bench/checkpoint_memory; bench/run runs it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,8 +143,8 @@ int main(int argc, char **argv)
         mem, time,
         memcmp(&best[0].grad0, &best[1].grad0, sizeof(float)) == 0 ? "identical"
                                                                    : "DIFFER");
-    printf("RESULT %.4f memory_ratio\n", mem);
-    printf("RESULT %.4f time_ratio\n", time);
+    printf("MEMORY_RATIO %.4f ratio\n", mem);
+    printf("TIME_RATIO %.4f ratio\n", time);
     kiln_graph_free(g[0]);
     kiln_graph_free(g[1]);
     kiln_session_free(s);

@@ -11,13 +11,11 @@
  *
  * One thread (kiln_set_num_threads(1); run with OPENBLAS_NUM_THREADS=1).
  * Prints the breakdown, then "RESULT <median> <unit>" over REPS timed runs
- * of KILN_BENCH_SECONDS (default 1) / REPS seconds each.
+ * of KILN_BENCH_SECONDS (default 1) / REPS seconds each, and "NODES <count>
+ * nodes", the nodes of the forward graph (bench/run's per-node cost of the
+ * MLP divides both libraries' step times by it).
  *
- * Standalone build from the repository root, after a Release build in
- * build-rel (cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release):
- *   cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude bench/dynamic.c \
- *      build-rel/libkiln.a -lopenblas -lzip -lz -fopenmp -lm -o
- * build-rel/dynamic
+ * Built by bench/CMakeLists.txt as <build>/bench/dynamic; bench/run runs it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +195,7 @@ int main(int argc, char **argv)
     printf("per forward node: %.3f us (build + forward + backward)\n",
            (total.build + total.forward + total.backward) * us / fwd_nodes);
     printf("RESULT %.4f %s\n", med[REPS / 2], chain ? "us/op" : "us/step");
+    printf("NODES %d nodes\n", fwd_nodes);
     kiln_tensor_free(cfg.x);
     kiln_graph_free(g);
     kiln_session_free(s);

@@ -498,6 +498,134 @@ static void test_switches(void **state)
     kiln_graph_free(g);
 }
 
+/* ------------------------------------------------------------ softmax CE */
+
+/* The fused loss and its gradient kernel against their references: row
+   lengths not multiples of the vector width, empty and single rows, labels
+   outside [0, C) (make_inputs draws them from [0, 10)), and enough rows for
+   the pool. */
+static void test_softmax_ce(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 11);
+    const int64_t shapes[][2] = {{0, 10},  {1, 1},    {1, 10},  {7, 17},
+                                 {128, 10}, {33, 1003}, {5000, 7}, {3, 5}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x = input(g, KILN_SHAPE(shapes[s][0], shapes[s][1]));
+        kiln_node *y = kiln_input(g, "y", KILN_I32, KILN_SHAPE(shapes[s][0]));
+        kiln_node *a = kiln_input(g, "a", KILN_F32, KILN_SCALAR);
+        kiln_node *loss = kiln_softmax_cross_entropy(g, x, y);
+        assert_int_equal(loss->op, KILN_OP_SOFTMAX_CE);
+        kiln_node *gin[3] = {x, y, a};
+        kiln_node *grad = kiln_node_make(g, KILN_OP_SOFTMAX_CE_GRAD, KILN_F32,
+                                         x->shape, gin, 3);
+        void **in = make_inputs(&r, grad, -20, 20);
+        check_node_tol(loss, in, 0, 1e-5, 1e-6, 0);
+        check_node_tol(grad, in, 0, 1e-5, 1e-6, 0);
+        free_inputs(grad, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* -sum(log_softmax(x) * one_hot(y)) / N: the decomposition the fused op
+   replaced. */
+static kiln_node *softmax_ce_composite(kiln_graph *g, kiln_node *x,
+                                       kiln_node *y)
+{
+    kiln_node *oh = kiln_one_hot(g, y, (int)kiln_node_shape(x).d[1]);
+    kiln_node *picked = kiln_sum(g, kiln_mul(g, kiln_log_softmax(g, x, 1), oh),
+                                 KILN_ALL_AXES, 0);
+    return kiln_scale(g, picked, -1.0f / (float)kiln_node_shape(x).d[0]);
+}
+
+/* Loss and gradient of the fused op equal the decomposition's, compiled
+   and run with the fast kernels, for the mean and the sum. */
+static void test_softmax_ce_matches_composite(void **state)
+{
+    (void)state;
+    enum { N = 37, C = 13 };
+    kiln_rng r;
+    kiln_rng_seed(&r, 12);
+    kiln_tensor *xt = kiln_tensor_new(KILN_F32, KILN_SHAPE(N, C));
+    kiln_tensor *yt = kiln_tensor_new(KILN_I32, KILN_SHAPE(N));
+    for (int i = 0; i < N * C; i++)
+        kiln_tensor_f32(xt)[i] = (float)(8 * kiln_rng_uniform(&r) - 4);
+    for (int i = 0; i < N; i++)
+        kiln_tensor_i32(yt)[i] = (int32_t)(kiln_rng_u32(&r) % C);
+    kiln_session *ss = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(N, C));
+    kiln_node *y = kiln_input(g, "y", KILN_I32, KILN_SHAPE(N));
+    kiln_node *ref = softmax_ce_composite(g, x, y);
+    kiln_node *outs[6] = {
+        kiln_softmax_cross_entropy(g, x, y),
+        kiln_softmax_cross_entropy_reduce(g, x, y, KILN_REDUCE_SUM), ref,
+        kiln_scale(g, ref, (float)N)};
+    outs[4] = kiln_grad(g, outs[0], x);
+    outs[5] = kiln_grad(g, ref, x);
+    kiln_node *ins[2] = {x, y};
+    kiln_function *f = kiln_compile(ss, g, outs, 6, ins, 2);
+    assert_non_null(f);
+    kiln_tensor *in[2] = {xt, yt}, *out[6];
+    for (int i = 0; i < 6; i++)
+        out[i] = kiln_function_new_output(f, i);
+    assert_int_equal(kiln_run(f, in, out), KILN_OK);
+    for (int i = 0; i < 2; i++) {
+        float got = kiln_tensor_f32(out[i])[0], want = kiln_tensor_f32(out[i + 2])[0];
+        assert_true(close_enough(got, want, 1e-6, 0));
+    }
+    for (int i = 0; i < N * C; i++)
+        assert_true(close_enough(kiln_tensor_f32(out[4])[i],
+                                 kiln_tensor_f32(out[5])[i], 1e-5, 1e-7));
+    for (int i = 0; i < 6; i++)
+        kiln_tensor_free(out[i]);
+    kiln_tensor_free(xt);
+    kiln_tensor_free(yt);
+    kiln_graph_free(g);
+    kiln_session_free(ss);
+}
+
+/* The gradient op's own gradient (primitives): gradcheck of sum(dL/dx * R)
+   for L = softmax_ce(x) * s, with respect to x and to s, which reaches the
+   gradient op through its adjoint input. */
+static void test_softmax_ce_second_order(void **state)
+{
+    (void)state;
+    enum { N = 5, C = 7 };
+    kiln_rng r;
+    kiln_rng_seed(&r, 13);
+    float xv[N * C], rv[N * C];
+    int32_t lab[N];
+    for (int i = 0; i < N * C; i++) {
+        xv[i] = (float)(6 * kiln_rng_uniform(&r) - 3);
+        rv[i] = (float)kiln_rng_normal(&r);
+    }
+    for (int i = 0; i < N; i++)
+        lab[i] = (int32_t)(kiln_rng_u32(&r) % C);
+    kiln_session *ss = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_variable(g, "x", KILN_F32, KILN_SHAPE(N, C),
+                                 kiln_init_values(xv));
+    kiln_node *sv = kiln_variable(g, "s", KILN_F32, KILN_SCALAR,
+                                  kiln_init_value(1.7));
+    kiln_node *y = kiln_constant(g, KILN_I32, KILN_SHAPE(N), lab);
+    kiln_node *loss = kiln_mul(g, kiln_softmax_cross_entropy(g, x, y), sv);
+    kiln_node *dx = kiln_grad(g, loss, x);
+    kiln_node *l2 = kiln_sum(
+        g, kiln_mul(g, dx, kiln_constant(g, KILN_F32, KILN_SHAPE(N, C), rv)),
+        KILN_ALL_AXES, 0);
+    kiln_node *wrt[2] = {x, sv};
+    kiln_gradcheck_result res;
+    kiln_status st =
+        kiln_gradcheck(ss, g, l2, wrt, 2, NULL, NULL, 0, 1e-3, 1e-2, &res);
+    if (st != KILN_OK)
+        fail_msg("%s (abs err %.3g)", kiln_session_error(ss), res.max_abs_err);
+    kiln_graph_free(g);
+    kiln_session_free(ss);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +639,9 @@ int main(void)
         cmocka_unit_test(test_movement),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_switches),
+        cmocka_unit_test(test_softmax_ce),
+        cmocka_unit_test(test_softmax_ce_matches_composite),
+        cmocka_unit_test(test_softmax_ce_second_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

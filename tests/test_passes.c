@@ -18,7 +18,8 @@ typedef struct net {
     int n_in, n_out;
     const char *vars[MAX_VARS];
     int n_vars;
-    int steps; /* runs per check (training steps change variables) */
+    int steps;   /* runs per check (training steps change variables) */
+    int threads; /* kernel threads (0: one) */
 } net;
 
 /* Everything off: the reference every configuration must reproduce. */
@@ -62,7 +63,7 @@ static kiln_tensor *random_feed(kiln_rng *r, const kiln_node *n)
 static void run_config(const net *m, const kiln_compile_options *o,
                        uint64_t feed_seed, results *res)
 {
-    kiln_session_options so = {7, 1};
+    kiln_session_options so = {7, m->threads ? m->threads : 1};
     kiln_session *s = kiln_session_new(&so);
     kiln_function *f =
         kiln_compile_ex(s, m->g, m->out, m->n_out, m->in, m->n_in, o);
@@ -315,6 +316,57 @@ static net training_net(kiln_rng *r, int adam)
     return m;
 }
 
+/* Reductions absorbing elementwise producers: sums and maxes over rows,
+   columns, a middle axis, everything and two non-adjacent axes (fused only
+   when size-1 axes make them adjacent), inputs that all broadcast to the
+   domain, a producer that is also an output (stays materialised) and a
+   cheap value shared by several groups (recomputed in each). */
+static net reduction_net(kiln_rng *r)
+{
+    net m = {0};
+    kiln_graph *g = m.g = kiln_graph_new();
+    int64_t a = rand_dim(r, 1), b = rand_dim(r, 1), c = rand_dim(r, 1);
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(a, b, c));
+    kiln_node *y = kiln_input(g, "y", KILN_F32, KILN_SHAPE(a, b, c));
+    kiln_node *row = kiln_input(g, "row", KILN_F32, KILN_SHAPE(c));
+    kiln_node *col = kiln_input(g, "col", KILN_F32, KILN_SHAPE(a, 1, 1));
+    add_in(&m, x);
+    add_in(&m, y);
+    add_in(&m, row);
+    add_in(&m, col);
+    kiln_node *z = kiln_add(g, x, row); /* shared by three groups */
+    kiln_node *d = kiln_sub(g, x, y);   /* also an output */
+    add_out(&m, kiln_sum(g, kiln_mul(g, x, y), KILN_AXIS(2), 0));
+    add_out(&m, kiln_sum(g, kiln_relu(g, z), KILN_AXIS(0), 1));
+    add_out(&m, kiln_reduce_max(g, kiln_scale(g, kiln_add(g, z, col), 0.5f),
+                                KILN_AXIS(1), 0));
+    add_out(&m, kiln_sum(g, kiln_mul(g, d, d), KILN_ALL_AXES, 0));
+    add_out(&m,
+            kiln_reduce_max(g,
+                            kiln_select(g, kiln_gt(g, z, kiln_scalar(g, 0.0f)),
+                                        y, kiln_neg(g, x)),
+                            KILN_AXIS(0) | KILN_AXIS(2), 1));
+    add_out(&m, d);
+    add_out(&m,
+            kiln_sum(g, kiln_mul(g, row, col), KILN_AXIS(0) | KILN_AXIS(2), 0));
+    add_out(&m, kiln_sum(g, kiln_exp(g, kiln_scale(g, x, 0.1f)),
+                         KILN_AXIS(1) | KILN_AXIS(2), 1));
+    th_assert_graph_ok(g);
+    return m;
+}
+
+static void test_random_reductions(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 15);
+    for (int rep = 0; rep < 16; rep++) {
+        net m = reduction_net(&r);
+        check_all_configs(&m, 400 + (uint64_t)rep);
+        kiln_graph_free(m.g);
+    }
+}
+
 static void test_random_elementwise(void **state)
 {
     (void)state;
@@ -538,6 +590,182 @@ static void test_fusion(void **state)
     kiln_node *z = kiln_relu(g, kiln_mul(g, x, eb));
     assert_int_equal(compile_count(g, &z, 1, ins, 2, &fuse, NULL), 2);
     kiln_graph_free(g);
+}
+
+static void test_reduction_fusion(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(37, 19));
+    kiln_node *y = kiln_input(g, "y", KILN_F32, KILN_SHAPE(37, 19));
+    kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(19));
+    kiln_node *ins[3] = {x, y, b};
+    kiln_compile_options fuse = only("fuse");
+    char *text = NULL;
+    kiln_node *rows = kiln_sum(g, kiln_mul(g, x, y), KILN_AXIS(1), 0);
+    assert_int_equal(compile_count(g, &rows, 1, ins, 3, &fuse, &text), 1);
+    assert_non_null(strstr(text, "fused[mul(%0, %1) -> sum(_) axes=0x2]"));
+    free(text);
+    kiln_node *cols =
+        kiln_sum(g, kiln_relu(g, kiln_add(g, x, b)), KILN_AXIS(0), 1);
+    assert_int_equal(compile_count(g, &cols, 1, ins, 3, &fuse, &text), 1);
+    assert_non_null(strstr(text, "-> relu(_) -> sum(_) axes=0x1 keepdims"));
+    free(text);
+    kiln_node *all = kiln_reduce_max(g, kiln_sub(g, x, b), KILN_ALL_AXES, 0);
+    assert_int_equal(compile_count(g, &all, 1, ins, 3, &fuse, &text), 1);
+    assert_non_null(strstr(text, "-> reduce_max(_) axes=0x3"));
+    free(text);
+    /* a producer that is an output, or read by something else, stays */
+    kiln_node *p = kiln_mul(g, x, y);
+    kiln_node *outs[2] = {kiln_sum(g, p, KILN_AXIS(1), 0), p};
+    assert_int_equal(compile_count(g, outs, 2, ins, 3, &fuse, NULL), 2);
+    /* reduced axes that are not adjacent keep the plain reduction */
+    kiln_node *t = kiln_input(g, "t", KILN_F32, KILN_SHAPE(3, 4, 5));
+    kiln_node *s = kiln_sum(g, kiln_exp(g, t), KILN_AXIS(0) | KILN_AXIS(2), 0);
+    assert_int_equal(compile_count(g, &s, 1, &t, 1, &fuse, NULL), 2);
+    kiln_graph_free(g);
+}
+
+/* Fused reductions large enough to run on several threads, rows and
+   columns, against the unfused graph. */
+static void test_reduction_threads(void **state)
+{
+    (void)state;
+    net m = {0};
+    kiln_graph *g = m.g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(301, 1031));
+    kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(1031));
+    add_in(&m, x);
+    add_in(&m, b);
+    kiln_node *z = kiln_relu(g, kiln_add(g, x, b));
+    add_out(&m, kiln_sum(g, z, KILN_AXIS(0), 0));
+    add_out(&m, kiln_sum(g, kiln_mul(g, x, x), KILN_AXIS(1), 1));
+    add_out(&m, kiln_reduce_max(g, kiln_sub(g, x, b), KILN_AXIS(0), 0));
+    add_out(&m,
+            kiln_sum(g, kiln_exp(g, kiln_scale(g, x, 0.5f)), KILN_ALL_AXES, 0));
+    th_assert_graph_ok(g);
+    for (int t = 1; t <= 3; t++) {
+        m.threads = t;
+        results want, got;
+        kiln_compile_options ref = no_passes(), all = kiln_compile_defaults();
+        run_config(&m, &ref, 600, &want);
+        run_config(&m, &all, 600, &got);
+        assert_int_equal(got.kernels, 4);
+        assert_same_results("threaded fused reductions", &got, &want);
+        results_free(&want);
+        results_free(&got);
+    }
+    kiln_graph_free(g);
+}
+
+/* A cheap value read by several groups is computed in each of them and
+   never written out; an expensive one is written once. */
+static void test_recompute_shared(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(13, 21));
+    kiln_node *dy = kiln_input(g, "dy", KILN_F32, KILN_SHAPE(13, 21));
+    kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(21));
+    kiln_node *ins[3] = {x, dy, b};
+    kiln_compile_options fuse = only("fuse");
+    char *text = NULL;
+    /* relu forward and its backward mask, as in a training step */
+    kiln_node *z = kiln_add(g, x, b);
+    kiln_node *outs[2] = {
+        kiln_relu(g, z),
+        kiln_sum(g, kiln_mul(g, dy, kiln_gt(g, z, kiln_scalar(g, 0.0f))),
+                 KILN_AXIS(0), 0)};
+    assert_int_equal(compile_count(g, outs, 2, ins, 3, &fuse, &text), 2);
+    assert_non_null(strstr(text, "fused[add(%0, %2) -> relu(_)]"));
+    assert_non_null(strstr(text, "fused[add(%0, %2) -> gt(_, 0)"));
+    free(text);
+    kiln_node *e = kiln_exp(g, x);
+    kiln_node *outs2[2] = {kiln_relu(g, e), kiln_neg(g, e)};
+    assert_int_equal(compile_count(g, outs2, 2, ins, 3, &fuse, NULL), 3);
+    kiln_graph_free(g);
+}
+
+/* The MNIST MLP (784-600-10, batch 128) training step with SGD or Adam. */
+static net mnist_step(int adam)
+{
+    net m = {0};
+    kiln_graph *g = m.g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(128, 784));
+    kiln_node *y = kiln_input(g, "Y", KILN_I32, KILN_SHAPE(128));
+    add_in(&m, x);
+    add_in(&m, y);
+    kiln_node *w0 = kiln_variable(g, "W0", KILN_F32, KILN_SHAPE(784, 600),
+                                  kiln_init_uniform(-0.05, 0.05));
+    kiln_node *b0 = kiln_variable(g, "b0", KILN_F32, KILN_SHAPE(600),
+                                  kiln_init_uniform(-0.05, 0.05));
+    kiln_node *w1 = kiln_variable(g, "W1", KILN_F32, KILN_SHAPE(600, 10),
+                                  kiln_init_uniform(-0.05, 0.05));
+    kiln_node *b1 =
+        kiln_variable(g, "b1", KILN_F32, KILN_SHAPE(10), kiln_init_zeros());
+    kiln_node *h = kiln_relu(g, kiln_affine(g, x, w0, b0));
+    kiln_node *loss =
+        kiln_softmax_cross_entropy(g, kiln_affine(g, h, w1, b1), y);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_optim_options oo = kiln_optim_defaults(adam ? KILN_ADAM : KILN_SGD);
+    oo.lr = 0.01f;
+    kiln_optimizer *o = kiln_optimizer_new(s, &oo);
+    add_out(&m, loss);
+    add_out(&m, kiln_optimizer_build_step(o, g, loss));
+    kiln_optimizer_free(o);
+    kiln_session_free(s);
+    m.vars[0] = "W0";
+    m.vars[1] = "b0";
+    m.vars[2] = "W1";
+    m.vars[3] = "b1";
+    m.n_vars = 4;
+    m.steps = 3;
+    th_assert_graph_ok(g);
+    return m;
+}
+
+/* Fusion leaves no [128,600] elementwise kernel but the fused forward
+   relu and backward mask, cuts the kernel count, and changes no result. */
+static void test_mlp_step_fusion(void **state)
+{
+    (void)state;
+    for (int adam = 0; adam < 2; adam++) {
+        net m = mnist_step(adam);
+        kiln_compile_options all = kiln_compile_defaults(),
+                             nofuse = kiln_compile_defaults();
+        nofuse.fuse = 0;
+        char *text = NULL;
+        int fused =
+            compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &all, &text);
+        int unfused =
+            compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &nofuse, NULL);
+        print_message("MLP 784-600-10 b128 %s step: %d kernels (%d without "
+                      "fusion)\n",
+                      adam ? "Adam" : "SGD", fused, unfused);
+        assert_true(fused < unfused);
+        assert_true(fused <= (adam ? 30 : 18));
+        /* every [128,600] kernel is a matmul or a fused program */
+        char *save = NULL;
+        for (char *l = strtok_r(text, "\n", &save); l;
+             l = strtok_r(NULL, "\n", &save))
+            if (strstr(l, " = ") && strstr(l, "f32[128,600]") &&
+                !strstr(l, "matmul(") && !strstr(l, "= fused["))
+                fail_msg("unfused kernel: %s", l);
+        free(text);
+        compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &all, &text);
+        assert_non_null(strstr(text, "-> relu(_)]"));
+        assert_non_null(strstr(text, "-> gt(_, 0)"));
+        free(text);
+        results want, got;
+        kiln_compile_options ref = no_passes();
+        run_config(&m, &ref, 500 + (uint64_t)adam, &want);
+        run_config(&m, &all, 500 + (uint64_t)adam, &got);
+        assert_same_results(adam ? "MLP Adam step" : "MLP SGD step", &got,
+                            &want);
+        results_free(&want);
+        results_free(&got);
+        kiln_graph_free(m.g);
+    }
 }
 
 /* ------------------------------------------------------------ memory plan */
@@ -883,11 +1111,16 @@ int main(void)
         cmocka_unit_test(test_random_elementwise),
         cmocka_unit_test(test_random_movement),
         cmocka_unit_test(test_random_training),
+        cmocka_unit_test(test_random_reductions),
         cmocka_unit_test(test_identities_disappear),
         cmocka_unit_test(test_cse_and_fold),
         cmocka_unit_test(test_transpose_into_matmul),
         cmocka_unit_test(test_sum_of_broadcast),
         cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_reduction_fusion),
+        cmocka_unit_test(test_reduction_threads),
+        cmocka_unit_test(test_recompute_shared),
+        cmocka_unit_test(test_mlp_step_fusion),
         cmocka_unit_test(test_plan_is_valid),
         cmocka_unit_test(test_plan_peak_mlp),
         cmocka_unit_test(test_outputs_and_repeat_runs),

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu/fast.h"
+#include "cpu/profile.h"
 
 #if defined(__x86_64__) || defined(__SSE__)
 #include <xmmintrin.h>
@@ -76,7 +77,13 @@ void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
     if (!k)
         return;
     unsigned saved = kiln_fpu_enter();
-    k(n, out, in);
+    if (kiln_profile_enabled()) {
+        double t0 = kiln_profile_now();
+        k(n, out, in);
+        kiln_profile_record(n, kiln_profile_now() - t0);
+    } else {
+        k(n, out, in);
+    }
     kiln_fpu_leave(saved);
 }
 

@@ -16,25 +16,11 @@
         target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define KILN_CLONES
-/* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
-   file and listed in kiln_fast_kernels (fast.c). */
-#define KILN_FAST_OPS(X)                                                       \
-    X(NEG)                                                                     \
-    X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH) X(SIGMOID)      \
-        X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
-            X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
-                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
-
-#define KILN_FAST_DECLARE(OP)                                                  \
-    void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
-KILN_FAST_OPS(KILN_FAST_DECLARE)
-#undef KILN_FAST_DECLARE
-
 #endif
 
 /* Below this many elements of work a kernel runs on the calling thread:
    waking the pool costs more than it saves. */
-#define KILN_PAR_MIN 32768
+#define KILN_PAR_MIN 65536
 
 /* Calls fn(ctx, lo, hi) over a split of [0, n): on the pool (pool.c) when
    n * cost_per_item >= KILN_PAR_MIN and more than one thread is set, else
@@ -77,7 +63,8 @@ void kiln_ew_row_offsets(const kiln_ew_plan *p, int64_t r, int64_t *off);
     X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH) X(SIGMOID)      \
         X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
             X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
-                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)
+                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)    \
+                    X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);

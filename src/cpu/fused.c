@@ -2,6 +2,8 @@
    Each instruction runs as one tight loop over the block, so the per-element
    cost is the arithmetic alone and the compiler can vectorise every loop. */
 #include "cpu/fused.h"
+#include "cpu/fast.h"
+#include "cpu/vmath.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -49,19 +51,19 @@ static int is_row_broadcast(kiln_shape in, kiln_shape out)
 static void load_plan_init(load_plan *p, const kiln_node *n, int k,
                            const float *x)
 {
-    kiln_shape in = n->in[k]->shape;
+    kiln_shape in = n->in[k]->shape, out = kiln_fused_domain(n);
     int64_t numel = kiln_shape_numel(in);
     p->x = x;
     p->inner = numel;
-    if (numel == kiln_shape_numel(n->shape))
+    if (numel == kiln_shape_numel(out))
         p->kind = LOAD_FULL;
     else if (numel == 1)
         p->kind = LOAD_SCALAR;
-    else if (is_row_broadcast(in, n->shape))
+    else if (is_row_broadcast(in, out))
         p->kind = LOAD_ROW;
     else {
         p->kind = LOAD_GENERAL;
-        kiln_broadcast_strides(in, n->shape, p->st);
+        kiln_broadcast_strides(in, out, p->st);
     }
 }
 
@@ -123,11 +125,69 @@ static inline float sigmoidf(float x)
 #define FUSED_CLONES
 #endif
 
-/* r = op(a, b, c) over len elements; the expressions are those of the
-   reference kernels. */
-FUSED_CLONES static void apply(kiln_op op, float *r, const float *a,
-                               const float *b, const float *c, int64_t len)
-{
+/* r = op(a, b, c) over len elements.  The reference (APPLY_REF) uses the
+   expressions of the reference kernels; the fast one (APPLY_FAST) the
+   vectorisable exp, log, tanh and sigmoid of vmath.h, which the fast
+   unfused kernels use too (within 2 ulp of libm). */
+#define APPLY_BODY(EXPF, LOGF, TANHF, SIGMOIDF)                                \
+    {                                                                          \
+        switch (op) {                                                          \
+        case KILN_OP_NEG:                                                      \
+            LOOP(-x);                                                          \
+        case KILN_OP_ABS:                                                      \
+            LOOP(fabsf(x));                                                    \
+        case KILN_OP_SIGN:                                                     \
+            LOOP((float)((x > 0) - (x < 0)));                                  \
+        case KILN_OP_EXP:                                                      \
+            LOOP(EXPF(x));                                                     \
+        case KILN_OP_LOG:                                                      \
+            LOOP(LOGF(x));                                                     \
+        case KILN_OP_SQRT:                                                     \
+            LOOP(sqrtf(x));                                                    \
+        case KILN_OP_SIN:                                                      \
+            LOOP(sinf(x));                                                     \
+        case KILN_OP_COS:                                                      \
+            LOOP(cosf(x));                                                     \
+        case KILN_OP_TANH:                                                     \
+            LOOP(TANHF(x));                                                    \
+        case KILN_OP_SIGMOID:                                                  \
+            LOOP(SIGMOIDF(x));                                                 \
+        case KILN_OP_RELU:                                                     \
+            LOOP(x > 0 ? x : 0.0f);                                            \
+        case KILN_OP_ERF:                                                      \
+            LOOP(erff(x));                                                     \
+        case KILN_OP_ADD:                                                      \
+            LOOP2(x + y);                                                      \
+        case KILN_OP_SUB:                                                      \
+            LOOP2(x - y);                                                      \
+        case KILN_OP_MUL:                                                      \
+            LOOP2(x * y);                                                      \
+        case KILN_OP_DIV:                                                      \
+            LOOP2(x / y);                                                      \
+        case KILN_OP_POW:                                                      \
+            LOOP2(powf(x, y));                                                 \
+        case KILN_OP_MAX:                                                      \
+            LOOP2(x >= y ? x : y);                                             \
+        case KILN_OP_MIN:                                                      \
+            LOOP2(x <= y ? x : y);                                             \
+        case KILN_OP_LT:                                                       \
+            LOOP2(x < y ? 1.0f : 0.0f);                                        \
+        case KILN_OP_LE:                                                       \
+            LOOP2(x <= y ? 1.0f : 0.0f);                                       \
+        case KILN_OP_GT:                                                       \
+            LOOP2(x > y ? 1.0f : 0.0f);                                        \
+        case KILN_OP_GE:                                                       \
+            LOOP2(x >= y ? 1.0f : 0.0f);                                       \
+        case KILN_OP_EQ:                                                       \
+            LOOP2(x == y ? 1.0f : 0.0f);                                       \
+        case KILN_OP_SELECT:                                                   \
+            for (int64_t e = 0; e < len; e++)                                  \
+                r[e] = a[e] != 0.0f ? b[e] : c[e];                             \
+            return;                                                            \
+        default:                                                               \
+            return; /* the validator admits no other op */                     \
+        }                                                                      \
+    }
 #define LOOP(expr)                                                             \
     for (int64_t e = 0; e < len; e++) {                                        \
         float x = a[e];                                                        \
@@ -141,100 +201,329 @@ FUSED_CLONES static void apply(kiln_op op, float *r, const float *a,
         r[e] = (expr);                                                         \
     }                                                                          \
     return
-    switch (op) {
-    case KILN_OP_NEG:
-        LOOP(-x);
-    case KILN_OP_ABS:
-        LOOP(fabsf(x));
-    case KILN_OP_SIGN:
-        LOOP((float)((x > 0) - (x < 0)));
-    case KILN_OP_EXP:
-        LOOP(expf(x));
-    case KILN_OP_LOG:
-        LOOP(logf(x));
-    case KILN_OP_SQRT:
-        LOOP(sqrtf(x));
-    case KILN_OP_SIN:
-        LOOP(sinf(x));
-    case KILN_OP_COS:
-        LOOP(cosf(x));
-    case KILN_OP_TANH:
-        LOOP(tanhf(x));
-    case KILN_OP_SIGMOID:
-        LOOP(sigmoidf(x));
-    case KILN_OP_RELU:
-        LOOP(x > 0 ? x : 0.0f);
-    case KILN_OP_ERF:
-        LOOP(erff(x));
-    case KILN_OP_ADD:
-        LOOP2(x + y);
-    case KILN_OP_SUB:
-        LOOP2(x - y);
-    case KILN_OP_MUL:
-        LOOP2(x * y);
-    case KILN_OP_DIV:
-        LOOP2(x / y);
-    case KILN_OP_POW:
-        LOOP2(powf(x, y));
-    case KILN_OP_MAX:
-        LOOP2(x >= y ? x : y);
-    case KILN_OP_MIN:
-        LOOP2(x <= y ? x : y);
-    case KILN_OP_LT:
-        LOOP2(x < y ? 1.0f : 0.0f);
-    case KILN_OP_LE:
-        LOOP2(x <= y ? 1.0f : 0.0f);
-    case KILN_OP_GT:
-        LOOP2(x > y ? 1.0f : 0.0f);
-    case KILN_OP_GE:
-        LOOP2(x >= y ? 1.0f : 0.0f);
-    case KILN_OP_EQ:
-        LOOP2(x == y ? 1.0f : 0.0f);
-    case KILN_OP_SELECT:
-        for (int64_t e = 0; e < len; e++)
-            r[e] = a[e] != 0.0f ? b[e] : c[e];
-        return;
-    default:
-        return; /* the validator admits no other op */
-    }
+
+typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
+                         const float *c, int64_t len);
+
+FUSED_CLONES static void apply_ref(kiln_op op, float *r, const float *a,
+                                   const float *b, const float *c, int64_t len)
+    APPLY_BODY(expf, logf, tanhf, sigmoidf)
+
+FUSED_CLONES static void apply_fast(kiln_op op, float *r, const float *a,
+                                    const float *b, const float *c,
+                                    int64_t len)
+    APPLY_BODY(vm_expf, vm_logf, vm_tanhf, vm_sigmoidf)
 #undef LOOP
 #undef LOOP2
+#undef APPLY_BODY
+
+/* One run of a program over blocks [lo, hi) of the output. */
+typedef struct fused_job {
+    const kiln_node *n;
+    const kiln_fused_program *p;
+    load_plan loads[KILN_FUSED_MAX_INPUTS];
+    float *out;
+    int64_t total;
+    apply_fn apply;
+} fused_job;
+
+/* Values that are the same in every block (immediates, scalar loads) are
+   filled once per call. */
+static int constant_value(const fused_job *j, const kiln_fused_instr *ins)
+{
+    return ins->op == KILN_FUSED_IMM ||
+           (ins->op == KILN_FUSED_LOAD &&
+            j->loads[ins->arg[0]].kind == LOAD_SCALAR);
 }
 
-void kiln_fused_ref(const kiln_node *n, void *out, void *const *in)
+static void fused_blocks(void *ctx, int64_t lo, int64_t hi)
 {
-    const kiln_fused_program *p = n->at.data;
-    load_plan loads[KILN_FUSED_MAX_INPUTS];
-    for (int k = 0; k < n->n_in && k < KILN_FUSED_MAX_INPUTS; k++)
-        load_plan_init(&loads[k], n, k, in[k]);
+    const fused_job *j = ctx;
+    const kiln_fused_program *p = j->p;
     float store[KILN_FUSED_MAX_INSTRS][BLOCK];
     const float *val[KILN_FUSED_MAX_INSTRS];
-    float *o = out;
-    int64_t total = kiln_shape_numel(n->shape);
-    for (int64_t base = 0; base < total; base += BLOCK) {
-        int64_t len = total - base < BLOCK ? total - base : BLOCK;
+    float *o = j->out;
+    for (int i = 0; i < p->n; i++) {
+        const kiln_fused_instr *ins = &p->ins[i];
+        if (!constant_value(j, ins))
+            continue;
+        float v = ins->op == KILN_FUSED_IMM ? ins->imm
+                                            : j->loads[ins->arg[0]].x[0];
+        for (int e = 0; e < BLOCK; e++)
+            store[i][e] = v;
+        val[i] = store[i];
+    }
+    for (int64_t blk = lo; blk < hi; blk++) {
+        int64_t base = blk * BLOCK;
+        int64_t len = j->total - base < BLOCK ? j->total - base : BLOCK;
         for (int i = 0; i < p->n; i++) {
             const kiln_fused_instr *ins = &p->ins[i];
             if (ins->op == KILN_FUSED_LOAD) {
-                val[i] = load_block(&loads[ins->arg[0]], n->shape, base, len,
-                                    store[i]);
-            } else if (ins->op == KILN_FUSED_IMM) {
-                for (int64_t e = 0; e < len; e++)
-                    store[i][e] = ins->imm;
-                val[i] = store[i];
-            } else {
+                if (!constant_value(j, ins))
+                    val[i] = load_block(&j->loads[ins->arg[0]], j->n->shape,
+                                        base, len, store[i]);
+            } else if (ins->op != KILN_FUSED_IMM) {
                 /* the result goes straight to the output */
                 float *r = i == p->n - 1 ? o + base : store[i];
                 int ar = kiln_op_table[ins->op].arity;
-                apply((kiln_op)ins->op, r, val[ins->arg[0]],
-                      ar > 1 ? val[ins->arg[1]] : NULL,
-                      ar > 2 ? val[ins->arg[2]] : NULL, len);
+                j->apply((kiln_op)ins->op, r, val[ins->arg[0]],
+                         ar > 1 ? val[ins->arg[1]] : NULL,
+                         ar > 2 ? val[ins->arg[2]] : NULL, len);
                 val[i] = r;
             }
         }
         if (p->n && p->ins[p->n - 1].op < 0)
             memmove(o + base, val[p->n - 1], (size_t)len * sizeof(float));
     }
+}
+
+static void fused_reduce(const kiln_node *n, float *o, void *const *in,
+                         int fast);
+
+static void fused_run(const kiln_node *n, void *out, void *const *in, int fast)
+{
+    if (((const kiln_fused_program *)n->at.data)->reduce) {
+        fused_reduce(n, out, in, fast);
+        return;
+    }
+    fused_job j;
+    j.n = n;
+    j.p = n->at.data;
+    for (int k = 0; k < n->n_in && k < KILN_FUSED_MAX_INPUTS; k++)
+        load_plan_init(&j.loads[k], n, k, in[k]);
+    j.out = out;
+    j.total = kiln_shape_numel(n->shape);
+    j.apply = fast ? apply_fast : apply_ref;
+    int64_t blocks = (j.total + BLOCK - 1) / BLOCK, ops = 0;
+    for (int i = 0; i < j.p->n; i++)
+        ops += j.p->ins[i].op >= 0;
+    if (fast) /* cost: the computing instructions */
+        kiln_par_for(blocks, (int64_t)BLOCK * (ops ? ops : 1), fused_blocks,
+                     &j);
+    else
+        fused_blocks(&j, 0, blocks);
+}
+
+void kiln_fused_ref(const kiln_node *n, void *out, void *const *in)
+{
+    fused_run(n, out, in, 0);
+}
+
+void kiln_fast_FUSED(const kiln_node *n, void *out, void *const *in)
+{
+    fused_run(n, out, in, 1);
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* Merges domain's axes, size-1 axes dropped, into [outer kept, red reduced,
+   inner kept]; 0 when the reduced axes are not one run. */
+static int reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
+                        int64_t *red, int64_t *inner)
+{
+    int64_t len[KILN_MAX_DIMS];
+    int kind[KILN_MAX_DIMS], nd = 0;
+    for (int d = 0; d < s.ndim; d++) {
+        if (s.d[d] == 1)
+            continue;
+        int k = (axes >> d) & 1;
+        if (nd && kind[nd - 1] == k) {
+            len[nd - 1] *= s.d[d];
+        } else {
+            len[nd] = s.d[d];
+            kind[nd++] = k;
+        }
+    }
+    *outer = *red = *inner = 1;
+    int i = 0;
+    if (i < nd && !kind[i])
+        *outer = len[i++];
+    if (i < nd && kind[i])
+        *red = len[i++];
+    if (i < nd && !kind[i])
+        *inner = len[i++];
+    return i == nd;
+}
+
+int kiln_fused_reduce_ok(kiln_shape domain, unsigned axes)
+{
+    int64_t outer, red, inner;
+    return !(axes >> domain.ndim) &&
+           reduce_split(domain, axes, &outer, &red, &inner);
+}
+
+int kiln_fused_is_reduction(const kiln_node *n)
+{
+    return n->op == KILN_OP_FUSED &&
+           ((const kiln_fused_program *)n->at.data)->reduce != 0;
+}
+
+kiln_shape kiln_fused_domain(const kiln_node *n)
+{
+    const kiln_fused_program *p = n->at.data;
+    return p->reduce ? p->domain : n->shape;
+}
+
+int kiln_fused_program_equal(const kiln_fused_program *a,
+                             const kiln_fused_program *b)
+{
+    if (a->n != b->n || a->reduce != b->reduce ||
+        memcmp(a->ins, b->ins, (size_t)a->n * sizeof *a->ins))
+        return 0;
+    return !a->reduce || (a->axes == b->axes && a->keepdims == b->keepdims &&
+                          kiln_shape_equal(a->domain, b->domain));
+}
+
+/* Columns reduced at once: accumulators on the stack. */
+enum { COLS = 512 };
+
+/* A reduction over the domain seen as [outer, red, inner]: output element
+   o * inner + c reduces domain elements (o * red + k) * inner + c. */
+typedef struct reduce_job {
+    const kiln_fused_program *p;
+    load_plan loads[KILN_FUSED_MAX_INPUTS];
+    apply_fn apply;
+    int is_max;
+    int64_t outer, red, inner, chunks; /* chunks of COLS columns per row */
+    float *out;
+} reduce_job;
+
+/* One thread's values and accumulators. */
+typedef struct reducer {
+    const reduce_job *j;
+    float store[KILN_FUSED_MAX_INSTRS][BLOCK];
+    const float *val[KILN_FUSED_MAX_INSTRS];
+    double sum[COLS];
+    float max[COLS];
+} reducer;
+
+/* The program's result for domain elements [base, base + len), len <=
+   BLOCK. */
+static const float *eval_block(reducer *r, int64_t base, int64_t len)
+{
+    const kiln_fused_program *p = r->j->p;
+    for (int i = 0; i < p->n; i++) {
+        const kiln_fused_instr *ins = &p->ins[i];
+        if (ins->op == KILN_FUSED_LOAD) {
+            r->val[i] = load_block(&r->j->loads[ins->arg[0]], p->domain, base,
+                                   len, r->store[i]);
+        } else if (ins->op == KILN_FUSED_IMM) {
+            for (int64_t e = 0; e < len; e++)
+                r->store[i][e] = ins->imm;
+            r->val[i] = r->store[i];
+        } else {
+            int ar = kiln_op_table[ins->op].arity;
+            r->j->apply((kiln_op)ins->op, r->store[i], r->val[ins->arg[0]],
+                        ar > 1 ? r->val[ins->arg[1]] : NULL,
+                        ar > 2 ? r->val[ins->arg[2]] : NULL, len);
+            r->val[i] = r->store[i];
+        }
+    }
+    return r->val[p->n - 1];
+}
+
+/* Folds v[0..len) into accumulators j, j + 1, ... wrapping at w; returns
+   the next j.  Max keeps a NaN once seen, like the reference. */
+static int64_t accumulate(reducer *r, const float *v, int64_t len, int64_t j,
+                          int64_t w)
+{
+    int is_max = r->j->is_max;
+    if (w == 1) {
+        double acc = r->sum[0];
+        float m = r->max[0];
+        for (int64_t e = 0; e < len; e++) {
+            if (is_max)
+                m = (v[e] > m || v[e] != v[e]) ? v[e] : m;
+            else
+                acc += (double)v[e];
+        }
+        r->sum[0] = acc;
+        r->max[0] = m;
+        return 0;
+    }
+    if (j + len <= w) { /* no wrap: one loop the compiler vectorises */
+        double *acc = r->sum + j;
+        float *m = r->max + j;
+        if (is_max)
+            for (int64_t e = 0; e < len; e++)
+                m[e] = (v[e] > m[e] || v[e] != v[e]) ? v[e] : m[e];
+        else
+            for (int64_t e = 0; e < len; e++)
+                acc[e] += (double)v[e];
+        return j + len == w ? 0 : j + len;
+    }
+    for (int64_t e = 0; e < len; e++) {
+        if (is_max)
+            r->max[j] = (v[e] > r->max[j] || v[e] != v[e]) ? v[e] : r->max[j];
+        else
+            r->sum[j] += (double)v[e];
+        if (++j == w)
+            j = 0;
+    }
+    return j;
+}
+
+/* Reduces domain elements [start, start + count) into the w accumulators,
+   element e going to accumulator e mod w. */
+static void reduce_run(reducer *r, int64_t start, int64_t count, int64_t w)
+{
+    int64_t j = 0;
+    for (int64_t e = 0; e < count; e += BLOCK) {
+        int64_t len = count - e < BLOCK ? count - e : BLOCK;
+        j = accumulate(r, eval_block(r, start + e, len), len, j, w);
+    }
+}
+
+/* Output elements [o * inner + c0, + w): columns c0 .. c0 + w of slab o. */
+static void reduce_columns(reducer *r, int64_t o, int64_t c0, int64_t w)
+{
+    const reduce_job *j = r->j;
+    for (int64_t c = 0; c < w; c++) {
+        r->sum[c] = 0;
+        r->max[c] = -INFINITY;
+    }
+    int64_t slab = o * j->red * j->inner;
+    if (w == j->inner && j->inner < BLOCK) /* short rows: one walk */
+        reduce_run(r, slab, j->red * j->inner, w);
+    else
+        for (int64_t k = 0; k < j->red; k++)
+            reduce_run(r, slab + k * j->inner + c0, w, w);
+    float *out = j->out + o * j->inner + c0;
+    for (int64_t c = 0; c < w; c++)
+        out[c] = j->is_max ? r->max[c] : (float)r->sum[c];
+}
+
+static void reduce_range(void *ctx, int64_t lo, int64_t hi)
+{
+    reducer r;
+    r.j = ctx;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / r.j->chunks, c0 = it % r.j->chunks * COLS;
+        reduce_columns(&r, o, c0,
+                       r.j->inner - c0 < COLS ? r.j->inner - c0 : COLS);
+    }
+}
+
+static void fused_reduce(const kiln_node *n, float *o, void *const *in,
+                         int fast)
+{
+    reduce_job j;
+    j.p = n->at.data;
+    for (int k = 0; k < n->n_in && k < KILN_FUSED_MAX_INPUTS; k++)
+        load_plan_init(&j.loads[k], n, k, in[k]);
+    j.apply = fast ? apply_fast : apply_ref;
+    j.is_max = j.p->reduce == KILN_OP_RMAX;
+    j.out = o;
+    if (!reduce_split(j.p->domain, j.p->axes, &j.outer, &j.red, &j.inner))
+        return; /* the validator admits no other program */
+    j.chunks = (j.inner + COLS - 1) / COLS;
+    int64_t items = j.outer * j.chunks;
+    int64_t cost = j.red * (j.inner < COLS ? j.inner : COLS) *
+                   (j.p->n > 2 ? j.p->n - 1 : 1);
+    if (fast)
+        kiln_par_for(items, cost, reduce_range, &j);
+    else
+        reduce_range(&j, 0, items);
 }
 
 /* ------------------------------------------------------------ printing */
@@ -323,6 +612,15 @@ char *kiln_fused_format(const kiln_node *n, char *buf, size_t len)
         if (named[i])
             put(&b, " as $%d", i);
         prev = i;
+    }
+    if (p->reduce) {
+        put(&b, "%s%s(", prev >= 0 ? " -> " : "",
+            kiln_op_table[p->reduce].name);
+        if (prev == p->n - 1)
+            put(&b, "_");
+        else
+            put_value(&b, n, p, p->n - 1);
+        put(&b, ") axes=0x%x%s", p->axes, p->keepdims ? " keepdims" : "");
     }
     return buf;
 }

@@ -30,7 +30,10 @@ static struct {
     pthread_mutex_t lock; /* guards sleeping on wake */
     pthread_cond_t wake;
     atomic_uint gen;    /* bumped once per job (and to stop) */
-    atomic_int pending; /* workers still on the current job */
+    atomic_int pending; /* shares claimed by workers and not yet done */
+    /* per share of the current job: 0 free, 1 claimed (by its worker or,
+       when that worker is late, by the caller) */
+    atomic_int claimed[MAX_THREADS];
     int size;           /* threads in use, the caller included; 0 until
                            set: then one per core, as BLAS does */
     int started;        /* workers running (size - 1 once started) */
@@ -45,6 +48,7 @@ static struct {
           PTHREAD_COND_INITIALIZER,
           0,
           0,
+          {0},
           0,
           0,
           0,
@@ -64,6 +68,9 @@ static void run_share(int t, int T)
     }
 }
 
+/* A worker runs its share only if it claims it first: when it wakes late
+   (its core taken by other work), the caller has done the share itself and
+   moved on, and the worker must not touch that job. */
 static void *worker(void *arg)
 {
     int t = (int)(intptr_t)arg;
@@ -80,8 +87,11 @@ static void *worker(void *arg)
         seen = atomic_load(&pool.gen);
         if (pool.stop)
             return NULL;
-        run_share(t, pool.size);
-        atomic_fetch_sub(&pool.pending, 1);
+        int free_share = 0;
+        if (atomic_compare_exchange_strong(&pool.claimed[t], &free_share, 1)) {
+            run_share(t, pool.size);
+            atomic_fetch_sub(&pool.pending, 1);
+        }
     }
 }
 
@@ -170,9 +180,21 @@ void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx)
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
+    /* pending counts every share but the caller's; a share the caller
+       takes back is subtracted by the caller */
     atomic_store(&pool.pending, T - 1);
+    for (int t = 1; t < T; t++)
+        atomic_store(&pool.claimed[t], 0);
+    atomic_store(&pool.claimed[0], 1);
     publish();
     fn(ctx, 0, n / T);
+    for (int t = 1; t < T; t++) {
+        int free_share = 0;
+        if (atomic_compare_exchange_strong(&pool.claimed[t], &free_share, 1)) {
+            run_share(t, T);
+            atomic_fetch_sub(&pool.pending, 1);
+        }
+    }
     for (long i = 0; atomic_load(&pool.pending) > 0; i++) {
         if (i < SPIN)
             cpu_relax();

@@ -326,6 +326,32 @@ static void ref_CONCAT(const kiln_node *n, void *o, void *const *in)
 
 /* ------------------------------------------------------------ contraction */
 
+#ifdef KILN_HAVE_BLAS
+/* Products with a dimension at most this run on one BLAS thread. */
+enum { THIN_GEMM = 16 };
+
+static int64_t min3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t m = a < b ? a : b;
+    return m < c ? m : c;
+}
+
+/* A product with one row or one column is a matrix-vector product: the
+   vector operand is contiguous whatever its transpose flag. */
+static void blas_gemv(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                      const float *a, const float *b, float *out)
+{
+    if (m == 1) /* out[n] = op(B)^T a: B is [k,n], or [n,k] when tb */
+        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans,
+                    tb ? (int)n : (int)k, tb ? (int)k : (int)n, 1.0f, b,
+                    tb ? (int)k : (int)n, a, 1, 0.0f, out, 1);
+    else /* out[m] = op(A) b: A is [m,k], or [k,m] when ta */
+        cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                    ta ? (int)k : (int)m, ta ? (int)m : (int)k, 1.0f, a,
+                    ta ? (int)m : (int)k, b, 1, 0.0f, out, 1);
+}
+#endif
+
 void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
                    const float *a, const float *b, float *out)
 {
@@ -336,9 +362,21 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
         return;
     }
 #ifdef KILN_HAVE_BLAS
+    if (m == 1 || n == 1) {
+        blas_gemv(ta, tb, m, n, k, a, b, out);
+        return;
+    }
+    /* OpenBLAS splits products with a dimension of a few (the [.,10] layers
+       of a classifier) over its threads for a loss: at 2 threads they ran 2
+       to 4 times slower than on one */
+    int threads = min3(m, n, k) <= THIN_GEMM ? openblas_get_num_threads() : 1;
+    if (threads > 1)
+        openblas_set_num_threads(1);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                 tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
                 ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, 0.0f, out, (int)n);
+    if (threads > 1)
+        openblas_set_num_threads(threads);
 #else
     for (int64_t i = 0; i < m; i++) {
         float *row = out + i * n;
@@ -397,6 +435,56 @@ static void ref_ONEHOT(const kiln_node *n, void *o, void *const *in)
     for (int64_t i = 0; i < rows; i++)
         if (lab[i] >= 0 && lab[i] < depth)
             out[i * depth + lab[i]] = 1.0f;
+}
+
+/* Softmax cross-entropy as its decomposition computes it (composite.c):
+   z = x - max(x), log-softmax z - log(sum exp z) with the sum in double,
+   the label's entries summed in double and scaled by -1/N.  A label outside
+   [0, C) picks nothing, like one_hot. */
+static float ref_row_max(const float *x, int64_t c)
+{
+    float m = -INFINITY;
+    for (int64_t j = 0; j < c; j++)
+        if (x[j] > m || isnan(x[j]))
+            m = x[j];
+    return m;
+}
+
+static float ref_row_expsum(const float *x, int64_t c, float m)
+{
+    double s = 0;
+    for (int64_t j = 0; j < c; j++)
+        s += expf(x[j] - m);
+    return (float)s;
+}
+
+static void ref_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
+{
+    const float *x = in[0];
+    const int32_t *lab = in[1];
+    int64_t rows = n->in[0]->shape.d[0], c = n->in[0]->shape.d[1];
+    double acc = 0;
+    for (int64_t i = 0; i < rows; i++, x += c) {
+        if (lab[i] < 0 || lab[i] >= c)
+            continue;
+        float m = ref_row_max(x, c);
+        acc += (x[lab[i]] - m) - logf(ref_row_expsum(x, c, m));
+    }
+    *(float *)o = (float)acc * (rows ? -1.0f / (float)rows : 0.0f);
+}
+
+static void ref_SOFTMAX_CE_GRAD(const kiln_node *n, void *o, void *const *in)
+{
+    const float *x = in[0];
+    const int32_t *lab = in[1];
+    float *out = o;
+    int64_t rows = n->shape.d[0], c = n->shape.d[1];
+    float k = *(const float *)in[2] * (rows ? 1.0f / (float)rows : 0.0f);
+    for (int64_t i = 0; i < rows; i++, x += c, out += c) {
+        float m = ref_row_max(x, c), s = ref_row_expsum(x, c, m);
+        for (int64_t j = 0; j < c; j++)
+            out[j] = (expf(x[j] - m) / s - (j == lab[i] ? 1.0f : 0.0f)) * k;
+    }
 }
 
 static void ref_CAST(const kiln_node *n, void *o, void *const *in)

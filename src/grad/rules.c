@@ -214,6 +214,42 @@ RULE(CAST)
     (void)g;
 }
 
+/* The fused loss's gradient is the fused SOFTMAX_CE_GRAD op; labels get
+   none. */
+RULE(SOFTMAX_CE)
+{
+    (void)need;
+    kiln_node *in[3] = {n->in[0], n->in[1], adj};
+    gin[0] = kiln_node_make(g, KILN_OP_SOFTMAX_CE_GRAD, KILN_F32,
+                            n->in[0]->shape, in, 3);
+}
+
+/* out = (p - onehot) * a / N with p = softmax(x) over rows: dx = a/N *
+   p * (G - rowsum(G p)) and da = sum(G (p - onehot)) / N, in primitives so
+   that they can be differentiated again. */
+RULE(SOFTMAX_CE_GRAD)
+{
+    kiln_node *x = n->in[0];
+    int64_t rows = x->shape.d[0];
+    kiln_node *inv_n = C(rows ? 1.0f / (float)rows : 0.0f);
+    kiln_node *m = kiln_stop_gradient(
+        g, kiln_reduce_op(g, KILN_OP_RMAX, x, 2u, 1, "grad"));
+    kiln_node *e = U(EXP, B(SUB, x, m));
+    kiln_node *p = B(DIV, e, kiln_reduce_op(g, KILN_OP_SUM, e, 2u, 1, "grad"));
+    if (NEED(0)) {
+        kiln_node *gp = kiln_reduce_op(g, KILN_OP_SUM, B(MUL, adj, p), 2u, 1,
+                                       "grad");
+        gin[0] = B(MUL, B(MUL, n->in[2], inv_n), B(MUL, p, B(SUB, adj, gp)));
+    }
+    if (NEED(2)) {
+        kiln_node *oh = kiln_one_hot(g, n->in[1], (int)x->shape.d[1]);
+        kiln_node *d = B(MUL, adj, B(SUB, p, oh));
+        gin[2] = B(MUL, kiln_reduce_op(g, KILN_OP_SUM, d, KILN_ALL_AXES, 0,
+                                       "grad"),
+                   inv_n);
+    }
+}
+
 #define grad_INPUT NULL
 #define grad_CONSTANT NULL
 #define grad_VARIABLE NULL

@@ -171,16 +171,18 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
         return NULL;
     if (!check_scores_labels(g, fn, logits, labels, "logits"))
         return &g->poison;
-    kiln_node *lp = kiln_log_softmax(g, logits, 1);
-    kiln_node *oh = kiln_one_hot(g, labels, (int)logits->shape.d[1]);
-    kiln_node *picked = kiln_sum(g, kiln_mul(g, lp, oh), KILN_ALL_AXES, 0);
-    int64_t n = logits->shape.d[0];
-    if (reduction == KILN_REDUCE_SUM)
-        return kiln_neg(g, picked);
-    if (reduction != KILN_REDUCE_MEAN)
+    if (reduction != KILN_REDUCE_MEAN && reduction != KILN_REDUCE_SUM)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: unknown reduction %d", fn,
                                (int)reduction);
-    return kiln_scale(g, picked, n ? -1.0f / (float)n : 0.0f);
+    /* one fused op (the mean; its gradient is fused too) instead of the
+       decomposition -sum(log_softmax(logits) * one_hot(labels)) / N */
+    kiln_node *in[2] = {logits, labels};
+    kiln_node *mean =
+        kiln_node_make(g, KILN_OP_SOFTMAX_CE, KILN_F32, KILN_SCALAR, in, 2);
+    if (mean->op == KILN_OP_SOFTMAX_CE)
+        mean->at.axes = 3u; /* a full reduction of [N,C] */
+    int64_t n = logits->shape.d[0];
+    return reduction == KILN_REDUCE_SUM ? kiln_scale(g, mean, (float)n) : mean;
 }
 
 kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y)

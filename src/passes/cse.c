@@ -69,11 +69,8 @@ static int attrs_equal(const kiln_node *a, const kiln_node *b)
         return x->depth == y->depth;
     case KILN_OP_CONSTANT:
         return !memcmp(x->data, y->data, data_bytes(a));
-    case KILN_OP_FUSED: {
-        const kiln_fused_program *p = x->data, *q = y->data;
-        return p->n == q->n &&
-               !memcmp(p->ins, q->ins, (size_t)p->n * sizeof *p->ins);
-    }
+    case KILN_OP_FUSED:
+        return kiln_fused_program_equal(x->data, y->data);
     default:
         return 1;
     }
@@ -93,6 +90,7 @@ static uint64_t key_hash(const kiln_node *old, kiln_node *const *in)
     if (old->op == KILN_OP_FUSED) {
         const kiln_fused_program *p = old->at.data;
         h = hash_bytes(h, p->ins, (size_t)p->n * sizeof *p->ins);
+        h = mix(mix(h, (uint64_t)p->reduce), (uint64_t)p->axes);
     }
     return h;
 }

@@ -13,10 +13,12 @@
    values every step reads are then the same as with the copy at the end.
    Buffers are then placed largest first at the lowest 64-byte aligned offset
    that fits among the placed buffers whose lifetimes overlap (best fit), which
-   packs close to the peak of live bytes. */
+   packs close to the peak of live bytes; a segment tree finds those buffers
+   (see place). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/fused.h"
 #include "passes/passes.h"
 
 enum { ALIGN = 64 };
@@ -42,21 +44,29 @@ static size_t aligned(size_t b)
     return (b + ALIGN - 1) / ALIGN * ALIGN;
 }
 
+/* Element j of n reads element j of each input of n's size: elementwise
+   ops and fused programs that do not reduce. */
+static int elementwise(const kiln_node *n)
+{
+    kiln_op_kind k = kiln_op_table[n->op].kind;
+    return k == KILN_KIND_UNARY || k == KILN_KIND_BINARY ||
+           k == KILN_KIND_TERNARY ||
+           (k == KILN_KIND_FUSED && !kiln_fused_is_reduction(n));
+}
+
 /* The input index whose buffer n can take over at this step, or -1.  A
    buffer in a variable's storage only passes to an assign (a copy), since
    anything else would write its own value into the variable. */
 static int inplace_input(const kiln_node *n, const int *step, const int *last,
                          const int *owner, const buffer *bufs)
 {
-    kiln_op_kind k = kiln_op_table[n->op].kind;
     int first = 0, count = n->n_in;
     if (n->op == KILN_OP_ASSIGN)
         first = 1; /* the value, never the variable */
     else if (n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
              n->op == KILN_OP_CAST)
         count = 1;
-    else if (k != KILN_KIND_UNARY && k != KILN_KIND_BINARY &&
-             k != KILN_KIND_TERNARY && k != KILN_KIND_FUSED)
+    else if (!elementwise(n))
         return -1;
     for (int i = first; i < count; i++) {
         const kiln_node *x = n->in[i];
@@ -70,13 +80,6 @@ static int inplace_input(const kiln_node *n, const int *step, const int *last,
             return i;
     }
     return -1;
-}
-
-static int elementwise(const kiln_node *n)
-{
-    kiln_op_kind k = kiln_op_table[n->op].kind;
-    return k == KILN_KIND_UNARY || k == KILN_KIND_BINARY ||
-           k == KILN_KIND_TERNARY || k == KILN_KIND_FUSED;
 }
 
 /* Per variable node: its last reader (an assign's target is not read), how
@@ -119,6 +122,16 @@ static const kiln_node *update_target(const kiln_node *x, const var_use *vu,
     return NULL;
 }
 
+/* ------------------------------------------------------------ placement
+
+   Largest first, each buffer goes to the lowest offset of the smallest gap
+   left by the placed buffers whose lifetimes overlap its own (best fit).
+   The overlapping buffers come from a segment tree over the buffers in
+   order of their start steps holding the latest end under each node, so a
+   query costs O(log n) per buffer found: placing takes O((n + E) log n) for
+   E overlapping pairs, instead of a scan over every placed buffer for each
+   one (O(n^2)). */
+
 static int by_size_desc(const void *a, const void *b)
 {
     const buffer *x = *(const buffer *const *)a, *y = *(const buffer *const *)b;
@@ -133,45 +146,104 @@ static int by_offset(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* Buffers in start order (the order they were made) and a max-end tree. */
+typedef struct overlaps {
+    buffer *bufs;
+    const unsigned char *placed;
+    int *max_end; /* node k covers leaves; leaf i at width + i */
+    int width;
+    buffer **found;
+    int n_found;
+} overlaps;
+
+static int overlaps_init(overlaps *o, buffer *bufs, int n)
+{
+    o->bufs = bufs;
+    o->width = 1;
+    while (o->width < n)
+        o->width *= 2;
+    o->max_end = malloc((size_t)2 * (size_t)o->width * sizeof *o->max_end);
+    if (!o->max_end)
+        return 0;
+    for (int i = 0; i < o->width; i++)
+        o->max_end[o->width + i] = i < n ? bufs[i].end : -1;
+    for (int k = o->width - 1; k >= 1; k--)
+        o->max_end[k] = o->max_end[2 * k] > o->max_end[2 * k + 1]
+                            ? o->max_end[2 * k]
+                            : o->max_end[2 * k + 1];
+    return 1;
+}
+
+/* Adds the placed buffers among leaves [lo, hi) of node k, limited to the
+   first `count`, that end at or after step `from`. */
+static void collect(overlaps *o, int k, int lo, int hi, int count, int from)
+{
+    if (lo >= count || o->max_end[k] < from)
+        return;
+    if (hi - lo == 1) {
+        if (o->placed[lo] && o->bufs[lo].size)
+            o->found[o->n_found++] = &o->bufs[lo];
+        return;
+    }
+    int mid = lo + (hi - lo) / 2;
+    collect(o, 2 * k, lo, mid, count, from);
+    collect(o, 2 * k + 1, mid, hi, count, from);
+}
+
+/* Placed buffers live at some step of b's lifetime, into o->found. */
+static void find_overlaps(overlaps *o, const buffer *b, int n)
+{
+    /* buffers starting at or before b ends: a prefix in start order */
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (o->bufs[mid].start <= b->end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    o->n_found = 0;
+    collect(o, 1, 0, o->width, lo, b->start);
+}
+
 /* Best-fit placement, largest buffers first. */
 static int place(buffer *bufs, int n, size_t *peak)
 {
     buffer **order = malloc(((size_t)n + 1) * sizeof *order);
-    buffer **busy = malloc(((size_t)n + 1) * sizeof *busy);
-    if (!order || !busy) {
-        free(order);
-        free(busy);
-        return 0;
-    }
-    for (int i = 0; i < n; i++)
-        order[i] = &bufs[i];
-    qsort(order, (size_t)n, sizeof *order, by_size_desc);
+    unsigned char *placed = calloc((size_t)n + 1, 1);
+    overlaps o = {bufs, placed, NULL, 0, NULL, 0};
+    o.found = malloc(((size_t)n + 1) * sizeof *o.found);
+    int ok = order && placed && o.found && overlaps_init(&o, bufs, n);
     *peak = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; ok && i < n; i++)
+        order[i] = &bufs[i];
+    if (ok)
+        qsort(order, (size_t)n, sizeof *order, by_size_desc);
+    for (int i = 0; ok && i < n; i++) {
         buffer *b = order[i];
-        int nb = 0;
-        for (int j = 0; j < i; j++)
-            if (order[j]->start <= b->end && b->start <= order[j]->end &&
-                order[j]->size)
-                busy[nb++] = order[j];
-        qsort(busy, (size_t)nb, sizeof *busy, by_offset);
+        find_overlaps(&o, b, n);
+        qsort(o.found, (size_t)o.n_found, sizeof *o.found, by_offset);
         size_t at = 0, best = (size_t)-1, best_gap = (size_t)-1;
-        for (int j = 0; j < nb; j++) {
-            if (busy[j]->offset >= at && busy[j]->offset - at >= b->size &&
-                busy[j]->offset - at < best_gap) {
+        for (int j = 0; j < o.n_found; j++) {
+            const buffer *x = o.found[j];
+            if (x->offset >= at && x->offset - at >= b->size &&
+                x->offset - at < best_gap) {
                 best = at;
-                best_gap = busy[j]->offset - at;
+                best_gap = x->offset - at;
             }
-            if (busy[j]->offset + busy[j]->size > at)
-                at = busy[j]->offset + busy[j]->size;
+            if (x->offset + x->size > at)
+                at = x->offset + x->size;
         }
         b->offset = best != (size_t)-1 ? best : at;
         if (b->offset + b->size > *peak)
             *peak = b->offset + b->size;
+        placed[b - bufs] = 1;
     }
     free(order);
-    free(busy);
-    return 1;
+    free(placed);
+    free(o.max_end);
+    free(o.found);
+    return ok;
 }
 
 kiln_status kiln_plan_memory(const kiln_program *p, int reuse,

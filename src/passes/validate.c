@@ -87,6 +87,35 @@ static int fused_program_ok(const kiln_node *n)
     return 1;
 }
 
+/* A program runs over its domain (the node's shape unless it reduces):
+   every input broadcasts to the domain, a reduction is one the kernel
+   runs, and the node's shape is the domain, reduced. */
+static int fused_shape(const kiln_node *n, kiln_shape *s)
+{
+    const kiln_fused_program *p = n->at.data;
+    kiln_shape dom = kiln_fused_domain(n), b;
+    if (p->reduce && ((p->reduce != KILN_OP_SUM && p->reduce != KILN_OP_RMAX) ||
+                      !kiln_shape_valid(p->domain) ||
+                      !kiln_fused_reduce_ok(p->domain, p->axes)))
+        return 0;
+    for (int k = 0; k < n->n_in; k++)
+        if (!kiln_shape_broadcast(n->in[k]->shape, dom, &b) ||
+            !kiln_shape_equal(b, dom))
+            return 0;
+    if (!p->reduce) {
+        *s = dom;
+        return 1;
+    }
+    *s = (kiln_shape){0};
+    for (int d = 0; d < dom.ndim; d++) {
+        if (!(p->axes & (1u << d)))
+            s->d[s->ndim++] = dom.d[d];
+        else if (p->keepdims)
+            s->d[s->ndim++] = 1;
+    }
+    return 1;
+}
+
 /* The shape n's op gives its inputs; 0 when the inputs or attributes are
    not valid for the op. */
 static int infer_shape(const kiln_node *n, kiln_shape *s)
@@ -104,7 +133,7 @@ static int infer_shape(const kiln_node *n, kiln_shape *s)
     case KILN_KIND_TERNARY:
         return broadcast_all(n, s);
     case KILN_KIND_FUSED:
-        return fused_program_ok(n) && broadcast_all(n, s);
+        return fused_program_ok(n) && fused_shape(n, s);
     case KILN_KIND_REDUCE:
         *s = reduced(n);
         return !(n->at.axes >> x->shape.ndim);
