@@ -443,7 +443,11 @@ void kiln_function_free(kiln_function *f);
                feeding matmul becomes its trans flag; sum(broadcast(x))
                over exactly the broadcast axes -> x * count
      fuse      chains and trees of elementwise ops of one shape (inputs may
-               broadcast) -> one "fused" kernel running a small program
+               broadcast) -> one "fused" kernel running a small program; a
+               sum or reduce_max absorbs its single-consumer producers and
+               reduces while the program runs; cheap elementwise values read
+               only by fused kernels are recomputed inside each instead of
+               stored
    plan_memory: buffers reuse the memory of dead ones (offsets 64-byte
    aligned, largest first) and elementwise ops write over an input at its
    last use; outputs, inputs, variables, constants and assigned values are
