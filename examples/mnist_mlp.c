@@ -9,9 +9,10 @@
  * adjoints and W_next = W + backprop_node(W, delta).
  *
  * Flags: --epochs N (5), --steps N (stop after N steps, for tests),
- * --lr X (0.03), --seed N (1), --data DIR (data/mnist), --better: glorot initialisation
- * and plain cross-entropy SGD (delta = learning_rate, lr 0.4) instead of the
- * document's loss-scaled delta and uniform(-1, 1) initialisation.
+ * --lr X (0.03), --seed N (1), --data DIR (data/mnist), --better: glorot
+ * initialisation and plain cross-entropy SGD (delta = learning_rate, lr 0.4)
+ * instead of the document's loss-scaled delta and uniform(-1, 1)
+ * initialisation.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +34,14 @@ static mlp build_inference(kiln_graph *g, int batch)
     m.w0 = kiln_input(g, "W0", KILN_F32, KILN_SHAPE(INPUT, L0));
     m.b0 = kiln_input(g, "b0", KILN_F32, KILN_SHAPE(L0));
     kiln_node *l0_dot = kiln_dot(g, m.x, m.w0, 1);
-    kiln_node *b0_bc = kiln_broadcast(g, m.b0, KILN_SHAPE(batch, L0), KILN_AXIS(0));
+    kiln_node *b0_bc =
+        kiln_broadcast(g, m.b0, KILN_SHAPE(batch, L0), KILN_AXIS(0));
     kiln_node *l0 = kiln_relu(g, kiln_add(g, l0_dot, b0_bc));
     m.w1 = kiln_input(g, "W1", KILN_F32, KILN_SHAPE(L0, L1));
     m.b1 = kiln_input(g, "b1", KILN_F32, KILN_SHAPE(L1));
     kiln_node *l1_dot = kiln_dot(g, l0, m.w1, 1);
-    kiln_node *b1_bc = kiln_broadcast(g, m.b1, KILN_SHAPE(batch, L1), KILN_AXIS(0));
+    kiln_node *b1_bc =
+        kiln_broadcast(g, m.b1, KILN_SHAPE(batch, L1), KILN_AXIS(0));
     m.softmax = kiln_softmax(g, kiln_add(g, l1_dot, b1_bc), 1);
     return m;
 }
@@ -59,7 +62,8 @@ static int parse(int argc, char **argv, options *o)
             continue;
         }
         if (!v) {
-            fprintf(stderr, "mnist_mlp: unknown or incomplete option '%s'\n", a);
+            fprintf(stderr, "mnist_mlp: unknown or incomplete option '%s'\n",
+                    a);
             return 0;
         }
         if (!strcmp(a, "--epochs"))
@@ -123,7 +127,8 @@ int main(int argc, char **argv)
     mlp m = build_inference(g, BATCH);
     kiln_node *y = kiln_input(g, "Y", KILN_I32, KILN_SHAPE(BATCH));
     kiln_node *labels = kiln_one_hot(g, y, L1);
-    kiln_node *clip = kiln_max(g, m.softmax, kiln_scalar(g, 1.9287498479639178e-22f));
+    kiln_node *clip =
+        kiln_max(g, m.softmax, kiln_scalar(g, 1.9287498479639178e-22f));
     kiln_node *prod = kiln_mul(g, kiln_log(g, clip), labels);
     kiln_node *n = kiln_input(g, "N", KILN_F32, KILN_SCALAR);
     kiln_node *loss = kiln_div(g, kiln_sum(g, prod, KILN_ALL_AXES, 0), n);
@@ -155,13 +160,13 @@ int main(int argc, char **argv)
        glorot-uniform with zero biases (--better). */
     kiln_rng rng;
     kiln_rng_seed(&rng, (uint64_t)o.seed);
-    kiln_shape wshape[4] = {KILN_SHAPE(INPUT, L0), KILN_SHAPE(L0), KILN_SHAPE(L0, L1),
-                            KILN_SHAPE(L1)};
+    kiln_shape wshape[4] = {KILN_SHAPE(INPUT, L0), KILN_SHAPE(L0),
+                            KILN_SHAPE(L0, L1), KILN_SHAPE(L1)};
     kiln_tensor *w[4], *w_next[4];
     for (int i = 0; i < 4; i++) {
         w[i] = kiln_tensor_new(KILN_F32, wshape[i]);
         w_next[i] = kiln_tensor_new(KILN_F32, wshape[i]);
-        kiln_init init = !o.better  ? kiln_init_uniform(-1, 1)
+        kiln_init init = !o.better    ? kiln_init_uniform(-1, 1)
                          : i % 2 == 0 ? kiln_init_glorot_uniform()
                                       : kiln_init_zeros();
         kiln_init_fill(init, wshape[i], kiln_tensor_f32(w[i]), &rng);
@@ -188,12 +193,13 @@ int main(int argc, char **argv)
                 break;
             for (int r = 0; r < BATCH; r++, pos = (pos + 1) % rows) {
                 memcpy(kiln_tensor_f32(xb) + r * INPUT,
-                       kiln_tensor_f32(train_x) + pos * INPUT, INPUT * sizeof(float));
+                       kiln_tensor_f32(train_x) + pos * INPUT,
+                       INPUT * sizeof(float));
                 kiln_tensor_i32(yb)[r] = kiln_tensor_i32(train_y)[pos];
             }
             kiln_tensor *in[8] = {xb, yb, t_n, t_lr, w[0], w[1], w[2], w[3]};
-            kiln_tensor *out[6] = {t_loss, t_soft, w_next[0], w_next[1], w_next[2],
-                                   w_next[3]};
+            kiln_tensor *out[6] = {t_loss,    t_soft,    w_next[0],
+                                   w_next[1], w_next[2], w_next[3]};
             if (kiln_run(train, in, out) != KILN_OK) {
                 fprintf(stderr, "mnist_mlp: %s\n", kiln_session_error(s));
                 return 1;
@@ -210,7 +216,8 @@ int main(int argc, char **argv)
                        -loss_sum / (double)count);
         }
         float acc = accuracy(infer, w, test_x, test_y, xi, pi);
-        printf("epoch %d: mean loss %.4f\n", epoch, count ? -loss_sum / (double)count : 0);
+        printf("epoch %d: mean loss %.4f\n", epoch,
+               count ? -loss_sum / (double)count : 0);
         printf("Test accuracy: %.4f\n", acc);
         fflush(stdout);
         if (o.steps && step >= o.steps)
@@ -220,8 +227,8 @@ int main(int argc, char **argv)
         kiln_tensor_free(w[i]);
         kiln_tensor_free(w_next[i]);
     }
-    kiln_tensor *tmp[] = {xb, yb, t_n, t_lr, t_loss, t_soft, xi, pi,
-                          train_x, train_y, test_x, test_y};
+    kiln_tensor *tmp[] = {xb, yb, t_n,     t_lr,    t_loss, t_soft,
+                          xi, pi, train_x, train_y, test_x, test_y};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
         kiln_tensor_free(tmp[i]);
     kiln_session_free(s);

@@ -27,12 +27,13 @@ extern "C" {
 
 typedef enum kiln_status {
     KILN_OK = 0,
-    KILN_ERR_ARG,      /* bad argument: NULL, wrong shape, wrong dtype */
-    KILN_ERR_SHAPE,    /* shapes do not agree */
-    KILN_ERR_DTYPE,    /* dtypes do not agree or are unsupported */
-    KILN_ERR_STATE,    /* call made in the wrong state (e.g. grad before backward) */
-    KILN_ERR_MEMORY,   /* out of memory or workspace */
-    KILN_ERR_IO,       /* file missing, unreadable, truncated or corrupt */
+    KILN_ERR_ARG,    /* bad argument: NULL, wrong shape, wrong dtype */
+    KILN_ERR_SHAPE,  /* shapes do not agree */
+    KILN_ERR_DTYPE,  /* dtypes do not agree or are unsupported */
+    KILN_ERR_STATE,  /* call made in the wrong state (e.g. grad before backward)
+                      */
+    KILN_ERR_MEMORY, /* out of memory or workspace */
+    KILN_ERR_IO,     /* file missing, unreadable, truncated or corrupt */
     KILN_ERR_NOTFOUND, /* a name that does not exist */
     KILN_ERR_NUMERIC,  /* NaN or infinity found, gradient check failed */
 } kiln_status;
@@ -40,10 +41,10 @@ typedef enum kiln_status {
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_I32 = 1,
-    KILN_F16 = 2, /* reserved */
+    KILN_F16 = 2,  /* reserved */
     KILN_BF16 = 3, /* reserved */
-    KILN_F64 = 4, /* reserved */
-    KILN_U8 = 5,  /* reserved */
+    KILN_F64 = 4,  /* reserved */
+    KILN_U8 = 5,   /* reserved */
 } kiln_dtype;
 
 /* A tensor shape: ndim dimensions (0 for a scalar), each >= 0. */
@@ -54,9 +55,9 @@ typedef struct kiln_shape {
 
 /* KILN_SHAPE(128, 784) builds a kiln_shape; KILN_SCALAR is the 0-d shape. */
 #define KILN_SHAPE(...)                                                        \
-    ((kiln_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) /            \
-                                sizeof(int64_t)),                              \
-                  .d = {__VA_ARGS__}})
+    ((kiln_shape){                                                             \
+        .ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),     \
+        .d = {__VA_ARGS__}})
 #define KILN_SCALAR ((kiln_shape){.ndim = 0, .d = {0}})
 
 /* Axis sets are bit masks: KILN_AXIS(0) | KILN_AXIS(2). */
@@ -130,10 +131,10 @@ typedef struct kiln_function kiln_function;
 typedef enum kiln_init_kind {
     KILN_INIT_ZEROS,
     KILN_INIT_ONES,
-    KILN_INIT_VALUE,   /* every element = a */
-    KILN_INIT_VALUES,  /* copy of numel floats from values */
-    KILN_INIT_UNIFORM, /* uniform in [a, b) */
-    KILN_INIT_NORMAL,  /* mean a, standard deviation b */
+    KILN_INIT_VALUE,          /* every element = a */
+    KILN_INIT_VALUES,         /* copy of numel floats from values */
+    KILN_INIT_UNIFORM,        /* uniform in [a, b) */
+    KILN_INIT_NORMAL,         /* mean a, standard deviation b */
     KILN_INIT_GLOROT_UNIFORM, /* uniform(+-sqrt(6/(fan_in+fan_out))) */
 } kiln_init_kind;
 
@@ -147,9 +148,12 @@ typedef struct kiln_init {
 #define kiln_init_ones() ((kiln_init){KILN_INIT_ONES, 0, 0, NULL})
 #define kiln_init_value(v) ((kiln_init){KILN_INIT_VALUE, (v), 0, NULL})
 #define kiln_init_values(p) ((kiln_init){KILN_INIT_VALUES, 0, 0, (p)})
-#define kiln_init_uniform(lo, hi) ((kiln_init){KILN_INIT_UNIFORM, (lo), (hi), NULL})
-#define kiln_init_normal(mean, std) ((kiln_init){KILN_INIT_NORMAL, (mean), (std), NULL})
-#define kiln_init_glorot_uniform() ((kiln_init){KILN_INIT_GLOROT_UNIFORM, 0, 0, NULL})
+#define kiln_init_uniform(lo, hi)                                              \
+    ((kiln_init){KILN_INIT_UNIFORM, (lo), (hi), NULL})
+#define kiln_init_normal(mean, std)                                            \
+    ((kiln_init){KILN_INIT_NORMAL, (mean), (std), NULL})
+#define kiln_init_glorot_uniform()                                             \
+    ((kiln_init){KILN_INIT_GLOROT_UNIFORM, 0, 0, NULL})
 
 /* Fills data (numel elements of shape) from an initialiser, drawing from rng.
    Returns KILN_ERR_ARG (kiln_last_error) on a bad initialiser. */
@@ -207,7 +211,8 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
 kiln_node *kiln_node_set_trainable(kiln_node *v, int trainable);
 int kiln_node_trainable(const kiln_node *v);
 
-/* ---------------------------------------------------------------- elementwise */
+/* ---------------------------------------------------------------- elementwise
+ */
 
 /* Unary elementwise ops on f32. */
 kiln_node *kiln_neg(kiln_graph *g, kiln_node *x);
@@ -247,7 +252,8 @@ kiln_node *kiln_eq(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
                        kiln_node *b);
 
-/* ---------------------------------------------------------------- reductions */
+/* ---------------------------------------------------------------- reductions
+ */
 
 /* Sum / max / mean over the axes in the mask; keepdims keeps them as size 1.
    KILN_ALL_AXES reduces everything. */
@@ -281,7 +287,8 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis);
 kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
                     const int64_t *hi, float value);
 
-/* ---------------------------------------------------------------- contraction */
+/* ---------------------------------------------------------------- contraction
+ */
 
 /* Matrix product of the last two axes, leading (batch) axes broadcast;
    trans_a/trans_b transpose an operand's last two axes. 1-D operands are not
@@ -291,7 +298,8 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
 /* nGraph Dot: contracts the last n axes of a with the first n of b. */
 kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n);
 
-/* ---------------------------------------------------------------- conversion */
+/* ---------------------------------------------------------------- conversion
+ */
 
 /* i32 labels -> f32 one-hot with a new last axis of size depth; no gradient.
    Labels outside [0, depth) give a zero row. */
@@ -301,15 +309,15 @@ kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt);
 /* Identity in the forward pass; blocks gradients. */
 kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x);
 
-/* ---------------------------------------------------------------- composites */
+/* ---------------------------------------------------------------- composites
+ */
 
 /* Numerically stable softmax / log-softmax along axis (negative counts from
    the end); f32 only, a bad axis poisons the graph. */
 kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis);
 kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis);
 /* x W + b, with b broadcast over rows. */
-kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w,
-                       kiln_node *b);
+kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b);
 /* nGraph's clipped cross-entropy: -Sum(Log(Maximum(p, exp(log_min))) *
    onehot) / n, with n a scalar node (e.g. the batch size as an input). */
 kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
@@ -319,7 +327,10 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
 kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
                                       kiln_node *labels);
 /* How a loss combines its per-sample terms. */
-typedef enum kiln_reduction { KILN_REDUCE_MEAN, KILN_REDUCE_SUM } kiln_reduction;
+typedef enum kiln_reduction {
+    KILN_REDUCE_MEAN,
+    KILN_REDUCE_SUM
+} kiln_reduction;
 /* kiln_softmax_cross_entropy with a choice of mean or sum over the batch. */
 kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
                                              kiln_node *labels,
@@ -333,8 +344,7 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
                                             kiln_node *labels, kiln_node **loss,
                                             kiln_node **dlogits);
 /* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
-kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p,
-                                     kiln_node *y);
+kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y);
 
 /* ---------------------------------------------------------------- state ops */
 
@@ -361,8 +371,8 @@ kiln_node *kiln_backprop_node(kiln_graph *g, kiln_node *y, kiln_node *delta,
 /* ---------------------------------------------------------------- sessions */
 
 typedef struct kiln_session_options {
-    uint64_t seed;  /* initialiser RNG seed (default 42 when options NULL) */
-    int threads;    /* 0 = number of cores */
+    uint64_t seed; /* initialiser RNG seed (default 42 when options NULL) */
+    int threads;   /* 0 = number of cores */
 } kiln_session_options;
 
 /* New session; NULL options gives defaults.  NULL only when out of memory. */
@@ -426,7 +436,8 @@ kiln_status kiln_function_print(const kiln_function *f, FILE *out);
 /* Frees a function (also freed with its session).  NULL is a no-op. */
 void kiln_function_free(kiln_function *f);
 
-/* ---------------------------------------------------------------- compiler passes */
+/* ---------------------------------------------------------------- compiler
+ * passes */
 
 /* What kiln_compile_ex does between cloning the graph and scheduling it.
    Each pass is switched by its flag (1 on, 0 off) and runs where the
@@ -512,7 +523,8 @@ const float *kiln_node_grad_f32(const kiln_node *n);
    v -= lr * grad. */
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
 
-/* ---------------------------------------------------------------- optimisers */
+/* ---------------------------------------------------------------- optimisers
+ */
 
 /* Optimisers follow torch.optim's update rules.  All their state (momentum
    buffers, Adam moments, Adagrad sums, accumulated gradients, the step
@@ -549,25 +561,25 @@ typedef enum kiln_schedule_kind {
 
 typedef struct kiln_optim_options {
     kiln_optim_kind kind;
-    float lr;           /* base learning rate, >= 0 */
-    float momentum;     /* SGD, >= 0 */
-    int nesterov;       /* SGD, needs momentum > 0 */
-    float weight_decay; /* >= 0 */
-    float beta1, beta2; /* Adam/AdamW, in [0, 1) */
-    float eps;          /* Adam/AdamW/Adagrad, >= 0 */
-    float lr_decay;     /* Adagrad: lr / (1 + (t - 1) lr_decay), >= 0 */
+    float lr;                  /* base learning rate, >= 0 */
+    float momentum;            /* SGD, >= 0 */
+    int nesterov;              /* SGD, needs momentum > 0 */
+    float weight_decay;        /* >= 0 */
+    float beta1, beta2;        /* Adam/AdamW, in [0, 1) */
+    float eps;                 /* Adam/AdamW/Adagrad, >= 0 */
+    float lr_decay;            /* Adagrad: lr / (1 + (t - 1) lr_decay), >= 0 */
     float initial_accumulator; /* Adagrad: initial sum of squares, >= 0 */
     kiln_schedule_kind schedule;
-    int step_size;      /* KILN_LR_STEP, >= 1 */
-    float gamma;        /* KILN_LR_STEP, > 0 */
-    int total_steps;    /* KILN_LR_COSINE, >= 1 */
-    float min_lr;       /* KILN_LR_COSINE, >= 0 */
-    int warmup_steps;   /* 0 = none */
-    float clip_norm;    /* > 0: scale the gradients so that their global L2
-                           norm is at most clip_norm (clip_grad_norm_); 0 off */
-    int accumulate;     /* k > 1: sum the gradients of k calls and apply
-                           their mean on the k-th; 0 or 1 = every call */
-    const char *name;   /* prefix of the state variables; NULL = "optim" */
+    int step_size;    /* KILN_LR_STEP, >= 1 */
+    float gamma;      /* KILN_LR_STEP, > 0 */
+    int total_steps;  /* KILN_LR_COSINE, >= 1 */
+    float min_lr;     /* KILN_LR_COSINE, >= 0 */
+    int warmup_steps; /* 0 = none */
+    float clip_norm;  /* > 0: scale the gradients so that their global L2
+                         norm is at most clip_norm (clip_grad_norm_); 0 off */
+    int accumulate;   /* k > 1: sum the gradients of k calls and apply
+                         their mean on the k-th; 0 or 1 = every call */
+    const char *name; /* prefix of the state variables; NULL = "optim" */
 } kiln_optim_options;
 
 /* torch's defaults for kind: lr 1e-3 (Adagrad 1e-2), Adam/AdamW betas
@@ -580,7 +592,8 @@ typedef struct kiln_optimizer kiln_optimizer;
 /* New optimiser on s (options copied; the global state variables are
    declared in s, existing ones kept so a restored session resumes).  NULL
    with kiln_session_error (and kiln_last_error) on bad options. */
-kiln_optimizer *kiln_optimizer_new(kiln_session *s, const kiln_optim_options *o);
+kiln_optimizer *kiln_optimizer_new(kiln_session *s,
+                                   const kiln_optim_options *o);
 /* Frees the optimiser; its state stays in the session.  NULL is a no-op. */
 void kiln_optimizer_free(kiln_optimizer *o);
 /* Run-time form (Marian's opt->update(graph)): after kiln_backward on g,
@@ -617,8 +630,7 @@ typedef enum kiln_log_level {
 } kiln_log_level;
 /* Receives each formatted line (no trailing newline; debug output may hold
    several lines). */
-typedef void (*kiln_log_fn)(kiln_log_level level, const char *line,
-                            void *user);
+typedef void (*kiln_log_fn)(kiln_log_level level, const char *line, void *user);
 /* Messages below level are dropped.  An unknown level is ignored. */
 void kiln_set_log_level(kiln_log_level level);
 kiln_log_level kiln_get_log_level(void);
@@ -717,8 +729,8 @@ kiln_tensor_list *kiln_bin_read(const char *path);
 /* Marks n (Marian's debug(node, msg)): forward prints its value and
    backward its gradient, in Marian's layout:
      [2026-11-21 15:10:51] Debug: Parameter x op=variable
-     [2026-11-21 15:10:51] shape=1x1 size=1 type=float32 device=cpu0 ptr=... bytes=64
-     min: 2.00000000 max: 2.00000000 l2-norm: 2.00000000
+     [2026-11-21 15:10:51] shape=1x1 size=1 type=float32 device=cpu0 ptr=...
+   bytes=64 min: 2.00000000 max: 2.00000000 l2-norm: 2.00000000
      [[   2.00000000 ]]
    ("Debug Grad:" for the gradient; dimensions longer than 6 are elided
    with "...").  The lines go to the log (callback or stderr) whatever the
@@ -752,7 +764,8 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                            kiln_tensor *const *feeds, int n_feed, double eps,
                            double tol, kiln_gradcheck_result *res);
 
-/* ---------------------------------------------------------------- named axes */
+/* ---------------------------------------------------------------- named axes
+ */
 
 /* The Nervana-graph front end: tensors whose dimensions are named axes.
    Each kiln_ax is a node of g plus one axis per dimension; the builders
@@ -768,8 +781,8 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
 typedef struct kiln_axis {
     char name[KILN_AXIS_NAME_MAX];
     int64_t length;
-    int batch;  /* held out of default reductions */
-    int dual;   /* position in the dual family: 0 as made, -1 for axis - 1 */
+    int batch; /* held out of default reductions */
+    int dual;  /* position in the dual family: 0 as made, -1 for axis - 1 */
 } kiln_axis;
 
 /* An ordered list of axes; KILN_AXES(a, b) builds one, KILN_NO_AXES is the
@@ -779,9 +792,9 @@ typedef struct kiln_axes {
     kiln_axis a[KILN_MAX_DIMS];
 } kiln_axes;
 #define KILN_AXES(...)                                                         \
-    ((kiln_axes){.n = (int)(sizeof((kiln_axis[]){__VA_ARGS__}) /              \
-                            sizeof(kiln_axis)),                               \
-                 .a = {__VA_ARGS__}})
+    ((kiln_axes){                                                              \
+        .n = (int)(sizeof((kiln_axis[]){__VA_ARGS__}) / sizeof(kiln_axis)),    \
+        .a = {__VA_ARGS__}})
 #define KILN_NO_AXES ((kiln_axes){.n = 0})
 
 /* ng.make_axis(length, name, batch).  A NULL, empty or too long name or a
@@ -1021,8 +1034,8 @@ kiln_status kiln_host_store(kiln_program *p, kiln_stream *s, kiln_node *x);
    take effect at the end of the run, after every value of the run has been
    computed (so reads in the same run see the old value).  Returns the node
    of the new value. */
-kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x,
-                                   kiln_node *y, float a, float b);
+kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x, kiln_node *y,
+                                   float a, float b);
 /* Compiles the program into s (creating its variables there).  KILN_OK or
    the error (kiln_program_error). */
 kiln_status kiln_program_compile(kiln_program *p, kiln_session *s);
@@ -1094,11 +1107,12 @@ void kiln_progress_end(kiln_progress *p, const char *summary);
 /* Monotonic seconds. */
 double kiln_now(void);
 
-/* ---------------------------------------------------------------- checkpoints */
+/* ---------------------------------------------------------------- checkpoints
+ */
 
 /* Saves every session variable (and the session RNG as "__rng__") to path:
-   .safetensors or Kiln's .bin by extension, .npz otherwise.  Atomic.  KILN_ERR_IO with the
-   session's error. */
+   .safetensors or Kiln's .bin by extension, .npz otherwise.  Atomic.
+   KILN_ERR_IO with the session's error. */
 kiln_status kiln_session_save(kiln_session *s, const char *path);
 /* Loads variables saved by kiln_session_save or numpy.  Every tensor is
    checked against an existing variable of the same name (dtype and shape)

@@ -34,11 +34,14 @@ static void run_init(run *r, uint64_t seed)
     r->y = kiln_input(g, "y", KILN_I32, KILN_SHAPE(BATCH));
     kiln_node *w0 = kiln_variable(g, "w0", KILN_F32, KILN_SHAPE(DIM, HIDDEN),
                                   kiln_init_glorot_uniform());
-    kiln_node *b0 = kiln_variable(g, "b0", KILN_F32, KILN_SHAPE(HIDDEN), kiln_init_zeros());
-    kiln_node *w1 = kiln_variable(g, "w1", KILN_F32, KILN_SHAPE(HIDDEN, CLASSES),
-                                  kiln_init_normal(0, 0.5));
+    kiln_node *b0 =
+        kiln_variable(g, "b0", KILN_F32, KILN_SHAPE(HIDDEN), kiln_init_zeros());
+    kiln_node *w1 =
+        kiln_variable(g, "w1", KILN_F32, KILN_SHAPE(HIDDEN, CLASSES),
+                      kiln_init_normal(0, 0.5));
     kiln_node *h = kiln_tanh(g, kiln_affine(g, r->x, w0, b0));
-    kiln_node *loss = kiln_softmax_cross_entropy(g, kiln_matmul(g, h, w1, 0, 0), r->y);
+    kiln_node *loss =
+        kiln_softmax_cross_entropy(g, kiln_matmul(g, h, w1, 0, 0), r->y);
     kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);
     o.lr = 0.05f;
     o.weight_decay = 0.01f;
@@ -66,7 +69,8 @@ static void train(run *r, int from, int to)
     kiln_tensor *yb = kiln_tensor_new(KILN_I32, KILN_SHAPE(BATCH));
     for (int k = from; k < to; k++) {
         kiln_mixture *m = kiln_mixture_new(pv, CLASSES, DIM, 100 + (uint64_t)k);
-        assert_int_equal(kiln_mixture_batch(m, BATCH, kiln_tensor_f32(xb), kiln_tensor_i32(yb)),
+        assert_int_equal(kiln_mixture_batch(m, BATCH, kiln_tensor_f32(xb),
+                                            kiln_tensor_i32(yb)),
                          KILN_OK);
         kiln_mixture_free(m);
         kiln_tensor *in[2] = {xb, yb}, *out[2] = {NULL, NULL};
@@ -76,7 +80,8 @@ static void train(run *r, int from, int to)
     kiln_tensor_free(yb);
 }
 
-static void read_var(kiln_session *s, const char *name, kiln_shape shape, float *out)
+static void read_var(kiln_session *s, const char *name, kiln_shape shape,
+                     float *out)
 {
     kiln_tensor *t = kiln_tensor_wrap(KILN_F32, shape, out);
     assert_int_equal(kiln_variable_read(s, name, t), KILN_OK);
@@ -105,7 +110,8 @@ static void check_resume(const char *path)
     for (int i = 0; i < 3; i++) {
         read_var(a.s, names[i], shapes[i], va);
         read_var(c.s, names[i], shapes[i], vc);
-        assert_memory_equal(va, vc, (size_t)kiln_shape_numel(shapes[i]) * sizeof(float));
+        assert_memory_equal(
+            va, vc, (size_t)kiln_shape_numel(shapes[i]) * sizeof(float));
     }
     /* and training really moved the weights */
     run d;
@@ -162,16 +168,18 @@ static void test_bad_files_leave_variables(void **state)
 
     /* a file whose "w" has another shape */
     kiln_session *other = kiln_session_new(NULL);
-    assert_int_equal(kiln_session_declare(other, "w", KILN_F32, KILN_SHAPE(3, 2),
-                                          kiln_init_ones(), 1),
+    assert_int_equal(kiln_session_declare(other, "w", KILN_F32,
+                                          KILN_SHAPE(3, 2), kiln_init_ones(),
+                                          1),
                      KILN_OK);
-    assert_int_equal(kiln_session_declare(other, "extra", KILN_F32, KILN_SHAPE(2),
-                                          kiln_init_ones(), 1),
+    assert_int_equal(kiln_session_declare(other, "extra", KILN_F32,
+                                          KILN_SHAPE(2), kiln_init_ones(), 1),
                      KILN_OK);
     assert_int_equal(kiln_session_save(other, path), KILN_OK);
     assert_int_equal(kiln_session_load(s, path), KILN_ERR_SHAPE);
     assert_non_null(strstr(kiln_session_error(s), "'w'"));
-    assert_int_equal(kiln_session_num_variables(s), 1); /* "extra" not created */
+    assert_int_equal(kiln_session_num_variables(s),
+                     1); /* "extra" not created */
 
     /* truncated and corrupt files */
     FILE *f = fopen(path, "rb");
@@ -197,9 +205,11 @@ static void test_save_failure_keeps_file(void **state)
 {
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
-    assert_int_equal(kiln_session_declare(s, "w", KILN_F32, KILN_SHAPE(2), kiln_init_ones(), 1),
+    assert_int_equal(kiln_session_declare(s, "w", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_ones(), 1),
                      KILN_OK);
-    assert_int_equal(kiln_session_save(s, "/nonexistent-dir/model.npz"), KILN_ERR_IO);
+    assert_int_equal(kiln_session_save(s, "/nonexistent-dir/model.npz"),
+                     KILN_ERR_IO);
     assert_true(strlen(kiln_session_error(s)) > 0);
     kiln_session_free(s);
 }

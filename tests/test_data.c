@@ -89,8 +89,10 @@ static void test_batcher_seeded(void **state)
     assert_int_equal(kiln_batcher_next(p, b1, NULL), 50);
     assert_int_equal(kiln_batcher_next(q, b2, NULL), 50);
     assert_int_equal(kiln_batcher_next(r, b3, NULL), 50);
-    assert_memory_equal(kiln_tensor_f32(b1), kiln_tensor_f32(b2), 50 * sizeof(float));
-    assert_true(memcmp(kiln_tensor_f32(b1), kiln_tensor_f32(b3), 50 * sizeof(float)) != 0);
+    assert_memory_equal(kiln_tensor_f32(b1), kiln_tensor_f32(b2),
+                        50 * sizeof(float));
+    assert_true(memcmp(kiln_tensor_f32(b1), kiln_tensor_f32(b3),
+                       50 * sizeof(float)) != 0);
     kiln_batcher_free(p);
     kiln_batcher_free(q);
     kiln_batcher_free(r);
@@ -120,7 +122,8 @@ static void test_mixture(void **state)
     assert_true(fabs(count[0] / N - 0.25) < 0.02);
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < D; d++)
-            assert_true(fabs(mean[c][d] / count[c] - kiln_mixture_mean(m, c)[d]) < 0.03);
+            assert_true(fabs(mean[c][d] / count[c] -
+                             kiln_mixture_mean(m, c)[d]) < 0.03);
     kiln_mixture *m2 = kiln_mixture_new(pv, 2, D, 3);
     float x2[D];
     int32_t y2;
@@ -141,7 +144,8 @@ static void test_mnist_errors(void **state)
 {
     (void)state;
     kiln_tensor *x = (kiln_tensor *)1, *y = (kiln_tensor *)1;
-    assert_int_equal(kiln_mnist_load("/nonexistent", 1, 1.0f, &x, &y), KILN_ERR_IO);
+    assert_int_equal(kiln_mnist_load("/nonexistent", 1, 1.0f, &x, &y),
+                     KILN_ERR_IO);
     assert_null(x);
     assert_null(y);
     assert_non_null(strstr(kiln_last_error(), "train-images-idx3-ubyte"));
@@ -150,7 +154,8 @@ static void test_mnist_errors(void **state)
     char dir[] = "/tmp/kiln_mnist_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256];
-    unsigned char img[16 + 2 * 4] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2};
+    unsigned char img[16 + 2 * 4] = {0, 0, 8, 3, 0, 0, 0, 2,
+                                     0, 0, 0, 2, 0, 0, 0, 2};
     unsigned char lab[8 + 3] = {0, 0, 8, 1, 0, 0, 0, 3};
     snprintf(path, sizeof path, "%s/t10k-images-idx3-ubyte", dir);
     FILE *f = fopen(path, "wb");
@@ -177,12 +182,16 @@ static void test_nll_with_softmax_grad(void **state)
     int32_t lab[2] = {1, 0};
     kiln_graph *g = kiln_graph_new();
     kiln_session *s = kiln_session_new(NULL);
-    kiln_node *logits = kiln_variable(g, "z", KILN_F32, KILN_SHAPE(2, 3), kiln_init_values(z));
+    kiln_node *logits =
+        kiln_variable(g, "z", KILN_F32, KILN_SHAPE(2, 3), kiln_init_values(z));
     kiln_node *labels = kiln_constant(g, KILN_I32, KILN_SHAPE(2), lab);
     kiln_node *probs = kiln_softmax(g, logits, 1), *loss, *dlogits;
-    assert_int_equal(kiln_nll_loss_with_softmax_grad(g, probs, labels, &loss, &dlogits), KILN_OK);
+    assert_int_equal(
+        kiln_nll_loss_with_softmax_grad(g, probs, labels, &loss, &dlogits),
+        KILN_OK);
     kiln_node *ce = kiln_softmax_cross_entropy(g, logits, labels);
-    kiln_node *ce_sum = kiln_softmax_cross_entropy_reduce(g, logits, labels, KILN_REDUCE_SUM);
+    kiln_node *ce_sum =
+        kiln_softmax_cross_entropy_reduce(g, logits, labels, KILN_REDUCE_SUM);
     kiln_node *auto_grad = kiln_grad(g, ce, logits);
     assert_int_equal(kiln_forward(s, g), KILN_OK);
     double want = 0;
@@ -196,13 +205,15 @@ static void test_nll_with_softmax_grad(void **state)
     assert_true(fabs(kiln_node_value_f32(ce)[0] - want) < 1e-5);
     assert_true(fabs(kiln_node_value_f32(ce_sum)[0] - 2 * want) < 1e-5);
     for (int i = 0; i < 6; i++)
-        assert_true(fabs(kiln_node_value_f32(dlogits)[i] - kiln_node_value_f32(auto_grad)[i]) <
-                    1e-6);
+        assert_true(fabs(kiln_node_value_f32(dlogits)[i] -
+                         kiln_node_value_f32(auto_grad)[i]) < 1e-6);
     /* bad labels dtype: both outputs poisoned, error names the op */
     kiln_node *flab = kiln_fill(g, KILN_SHAPE(2), 0);
-    assert_int_equal(kiln_nll_loss_with_softmax_grad(g, probs, flab, &loss, &dlogits),
-                     KILN_ERR_DTYPE);
-    assert_non_null(strstr(kiln_graph_error(g), "kiln_nll_loss_with_softmax_grad"));
+    assert_int_equal(
+        kiln_nll_loss_with_softmax_grad(g, probs, flab, &loss, &dlogits),
+        KILN_ERR_DTYPE);
+    assert_non_null(
+        strstr(kiln_graph_error(g), "kiln_nll_loss_with_softmax_grad"));
     assert_string_equal(kiln_node_op_name(loss), "error");
     kiln_session_free(s);
     kiln_graph_free(g);

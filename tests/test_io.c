@@ -24,7 +24,8 @@ static char tmp_dir[64];
 
 /* ------------------------------------------------------------ helpers */
 
-static const char *tmp_path(const char *name) {
+static const char *tmp_path(const char *name)
+{
     static char buf[4][512];
     static int next;
     char *p = buf[next++ % 4];
@@ -32,7 +33,8 @@ static const char *tmp_path(const char *name) {
     return p;
 }
 
-static unsigned char *read_bytes(const char *path, size_t *n) {
+static unsigned char *read_bytes(const char *path, size_t *n)
+{
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -46,21 +48,24 @@ static unsigned char *read_bytes(const char *path, size_t *n) {
     return b;
 }
 
-static void write_bytes(const char *path, const void *b, size_t n) {
+static void write_bytes(const char *path, const void *b, size_t n)
+{
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(b, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
 }
 
-static void assert_error_has(const char *phrase) {
+static void assert_error_has(const char *phrase)
+{
     const char *msg = kiln_last_error();
     if (!strstr(msg, phrase))
         fail_msg("error \"%s\" lacks \"%s\"", msg, phrase);
 }
 
 /* Files in tmp_dir; the writers must leave no temporary files behind. */
-static int count_files(void) {
+static int count_files(void)
+{
     DIR *d = opendir(tmp_dir);
     int n = 0;
     struct dirent *ent;
@@ -71,7 +76,8 @@ static int count_files(void) {
     return n;
 }
 
-static void clear_dir(void) {
+static void clear_dir(void)
+{
     DIR *d = opendir(tmp_dir);
     struct dirent *ent;
     assert_non_null(d);
@@ -81,19 +87,22 @@ static void clear_dir(void) {
     closedir(d);
 }
 
-static int setup_dir(void **state) {
+static int setup_dir(void **state)
+{
     (void)state;
     strcpy(tmp_dir, "/tmp/kiln_test_io_XXXXXX");
     return mkdtemp(tmp_dir) ? 0 : -1;
 }
 
-static int teardown_dir(void **state) {
+static int teardown_dir(void **state)
+{
     (void)state;
     clear_dir();
     return rmdir(tmp_dir);
 }
 
-static int clean_dir(void **state) {
+static int clean_dir(void **state)
+{
     (void)state;
     clear_dir();
     return 0;
@@ -101,7 +110,8 @@ static int clean_dir(void **state) {
 
 /* A list with what the formats must carry exactly: special floats (-0,
    inf, NaN, denormals), int32 extremes, a scalar, an empty tensor. */
-static kiln_tensor_list *sample_list(void) {
+static kiln_tensor_list *sample_list(void)
+{
     kiln_tensor_list *l = kiln_tensor_list_new();
     kiln_tensor *w = kiln_tensor_new(KILN_F32, KILN_SHAPE(3, 4));
     kiln_tensor *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(5));
@@ -124,8 +134,8 @@ static kiln_tensor_list *sample_list(void) {
     return l;
 }
 
-static void assert_tensors_identical(const kiln_tensor *a,
-                                     const kiln_tensor *b) {
+static void assert_tensors_identical(const kiln_tensor *a, const kiln_tensor *b)
+{
     char sa[64], sb[64];
     assert_non_null(a);
     assert_non_null(b);
@@ -137,7 +147,8 @@ static void assert_tensors_identical(const kiln_tensor *a,
 }
 
 static void assert_lists_identical(const kiln_tensor_list *a,
-                                   const kiln_tensor_list *b) {
+                                   const kiln_tensor_list *b)
+{
     assert_int_equal(kiln_tensor_list_count(a), kiln_tensor_list_count(b));
     for (int i = 0; i < kiln_tensor_list_count(a); i++) {
         assert_string_equal(kiln_tensor_list_name(a, i),
@@ -147,7 +158,8 @@ static void assert_lists_identical(const kiln_tensor_list *a,
     }
 }
 
-static void assert_shape(const kiln_tensor *t, const char *want) {
+static void assert_shape(const kiln_tensor *t, const char *want)
+{
     char s[64];
     assert_non_null(t);
     assert_string_equal(kiln_shape_str(kiln_tensor_shape(t), s, sizeof s),
@@ -156,7 +168,8 @@ static void assert_shape(const kiln_tensor *t, const char *want) {
 
 /* ------------------------------------------------------------ tensor lists */
 
-static void test_list_basics(void **state) {
+static void test_list_basics(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_tensor_list_new();
     kiln_tensor *a = kiln_tensor_new(KILN_F32, KILN_SHAPE(2));
@@ -184,7 +197,8 @@ static void test_list_basics(void **state) {
 
 /* ------------------------------------------------------------ round trips */
 
-static void roundtrip_npz(int compress) {
+static void roundtrip_npz(int compress)
+{
     kiln_tensor_list *l = sample_list();
     const char *p = tmp_path("rt.npz");
     assert_int_equal(kiln_npz_write(p, l, compress), KILN_OK);
@@ -203,17 +217,20 @@ static void roundtrip_npz(int compress) {
     kiln_tensor_list_free(l);
 }
 
-static void test_npz_roundtrip_stored(void **state) {
+static void test_npz_roundtrip_stored(void **state)
+{
     (void)state;
     roundtrip_npz(0);
 }
 
-static void test_npz_roundtrip_compressed(void **state) {
+static void test_npz_roundtrip_compressed(void **state)
+{
     (void)state;
     roundtrip_npz(1);
 }
 
-static void test_safetensors_roundtrip(void **state) {
+static void test_safetensors_roundtrip(void **state)
+{
     (void)state;
     kiln_tensor_list *l = sample_list();
     const char *p = tmp_path("rt.safetensors");
@@ -236,7 +253,8 @@ static void test_safetensors_roundtrip(void **state) {
     kiln_tensor_list_free(l);
 }
 
-static void test_empty_list_roundtrip(void **state) {
+static void test_empty_list_roundtrip(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_tensor_list_new();
     assert_int_equal(kiln_npz_write(tmp_path("e.npz"), l, 1), KILN_OK);
@@ -253,7 +271,8 @@ static void test_empty_list_roundtrip(void **state) {
 }
 
 /* Wrapped tensors are written from the caller's memory. */
-static void test_write_wrapped(void **state) {
+static void test_write_wrapped(void **state)
+{
     (void)state;
     float v[6] = {1, 2, 3, 4, 5, 6};
     kiln_tensor_list *l = kiln_tensor_list_new();
@@ -270,7 +289,8 @@ static void test_write_wrapped(void **state) {
 /* ------------------------------------------------------------ numpy files */
 
 /* The arrays of make_io_refs.py, recomputed from their formulas. */
-static void check_numpy_arrays(const kiln_tensor_list *l) {
+static void check_numpy_arrays(const kiln_tensor_list *l)
+{
     static const char *const names[] = {"a", "b", "c", "d", "e", "s", "z"};
     assert_int_equal(kiln_tensor_list_count(l), 7);
     for (int i = 0; i < 7; i++)
@@ -301,7 +321,8 @@ static void check_numpy_arrays(const kiln_tensor_list *l) {
     assert_true(kiln_tensor_f32(kiln_tensor_list_find(l, "s"))[0] == 3.25f);
 }
 
-static void test_numpy_plain(void **state) {
+static void test_numpy_plain(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_npz_read(REF("np_plain.npz"));
     if (!l)
@@ -310,7 +331,8 @@ static void test_numpy_plain(void **state) {
     kiln_tensor_list_free(l);
 }
 
-static void test_numpy_compressed(void **state) {
+static void test_numpy_compressed(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_npz_read(REF("np_compressed.npz"));
     if (!l)
@@ -321,7 +343,8 @@ static void test_numpy_compressed(void **state) {
 
 /* Written by the script in its own code: JSON keys out of data order,
    F64/I64/U8 to convert, and a __metadata__ with escapes to skip. */
-static void test_safetensors_reference(void **state) {
+static void test_safetensors_reference(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_safetensors_read(REF("ref.safetensors"));
     if (!l)
@@ -332,7 +355,8 @@ static void test_safetensors_reference(void **state) {
     kiln_tensor_list_free(l);
 }
 
-static void test_idx(void **state) {
+static void test_idx(void **state)
+{
     (void)state;
     static const char *const images[] = {REF("images-idx3-ubyte"),
                                          REF("images-idx3-ubyte.gz")};
@@ -359,7 +383,8 @@ static void test_idx(void **state) {
 
 /* ------------------------------------------------------------ file info */
 
-static char *info_of(const char *path) {
+static char *info_of(const char *path)
+{
     static char text[1024];
     FILE *f = tmpfile();
     assert_non_null(f);
@@ -372,7 +397,8 @@ static char *info_of(const char *path) {
     return text;
 }
 
-static void test_file_info(void **state) {
+static void test_file_info(void **state)
+{
     (void)state;
     kiln_tensor_list *l = sample_list();
     kiln_npz_write(tmp_path("i.npz"), l, 1);
@@ -394,7 +420,8 @@ static void test_file_info(void **state) {
 
 /* ------------------------------------------------------------ bad input */
 
-static void test_missing_files(void **state) {
+static void test_missing_files(void **state)
+{
     (void)state;
     const char *p = tmp_path("missing");
     assert_null(kiln_npz_read(p));
@@ -410,7 +437,8 @@ static void test_missing_files(void **state) {
 }
 
 /* Every proper prefix of a valid file must be refused, never crash. */
-static void check_prefixes_fail(const char *src, int is_npz) {
+static void check_prefixes_fail(const char *src, int is_npz)
+{
     size_t n;
     unsigned char *b = read_bytes(src, &n);
     const char *p = tmp_path("cut");
@@ -425,7 +453,8 @@ static void check_prefixes_fail(const char *src, int is_npz) {
     free(b);
 }
 
-static void test_npz_truncated(void **state) {
+static void test_npz_truncated(void **state)
+{
     (void)state;
     kiln_tensor_list *l = sample_list();
     kiln_npz_write(tmp_path("t1.npz"), l, 0);
@@ -441,7 +470,8 @@ static void test_npz_truncated(void **state) {
 
 /* Flipping any byte must never crash or leak; flipping a byte of tensor
    data must be caught (the zip CRC). */
-static void test_npz_corrupted(void **state) {
+static void test_npz_corrupted(void **state)
+{
     (void)state;
     kiln_tensor_list *l = kiln_tensor_list_new();
     kiln_tensor *t = kiln_tensor_new(KILN_I32, KILN_SHAPE(64));
@@ -471,7 +501,8 @@ static void test_npz_corrupted(void **state) {
     kiln_tensor_list_free(l);
 }
 
-static void test_npz_bad_members(void **state) {
+static void test_npz_bad_members(void **state)
+{
     (void)state;
     static const struct {
         const char *file, *phrase;
@@ -493,7 +524,8 @@ static void test_npz_bad_members(void **state) {
     }
 }
 
-static void test_idx_errors(void **state) {
+static void test_idx_errors(void **state)
+{
     (void)state;
     size_t n, gn;
     unsigned char *b = read_bytes(REF("images-idx3-ubyte"), &n);
@@ -539,7 +571,8 @@ static void test_idx_errors(void **state) {
 }
 
 /* A safetensors file from a header text and n data bytes. */
-static void write_st(const char *path, const char *json, size_t data) {
+static void write_st(const char *path, const char *json, size_t data)
+{
     size_t h = strlen(json);
     unsigned char *b = calloc(8 + h + data + 1, 1);
     for (int i = 0; i < 8; i++)
@@ -549,7 +582,8 @@ static void write_st(const char *path, const char *json, size_t data) {
     free(b);
 }
 
-static void expect_st_error(const char *json, size_t data, const char *phrase) {
+static void expect_st_error(const char *json, size_t data, const char *phrase)
+{
     const char *p = tmp_path("bad.safetensors");
     write_st(p, json, data);
     kiln_tensor_list *l = kiln_safetensors_read(p);
@@ -558,7 +592,8 @@ static void expect_st_error(const char *json, size_t data, const char *phrase) {
     assert_error_has(phrase);
 }
 
-static void test_safetensors_errors(void **state) {
+static void test_safetensors_errors(void **state)
+{
     (void)state;
     const char *ok = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],"
                      "\"data_offsets\":[0,8]}}";
@@ -620,7 +655,8 @@ static void test_safetensors_errors(void **state) {
 
 /* ------------------------------------------------------------ writes */
 
-static void test_failed_writes_keep_target(void **state) {
+static void test_failed_writes_keep_target(void **state)
+{
     (void)state;
     kiln_tensor_list *l = sample_list();
     assert_int_equal(kiln_npz_write(tmp_path("nodir/x.npz"), l, 0),
@@ -660,7 +696,8 @@ static void test_failed_writes_keep_target(void **state) {
 }
 
 /* numpy reading what Kiln writes, when this machine has it. */
-static void test_numpy_reads_kiln(void **state) {
+static void test_numpy_reads_kiln(void **state)
+{
     (void)state;
     if (access("/usr/bin/python3", X_OK) != 0 ||
         system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0)
@@ -705,7 +742,8 @@ static void test_numpy_reads_kiln(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_list_basics, clean_dir),
         cmocka_unit_test_teardown(test_npz_roundtrip_stored, clean_dir),

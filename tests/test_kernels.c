@@ -509,7 +509,7 @@ static void test_softmax_ce(void **state)
     (void)state;
     kiln_rng r;
     kiln_rng_seed(&r, 11);
-    const int64_t shapes[][2] = {{0, 10},  {1, 1},    {1, 10},  {7, 17},
+    const int64_t shapes[][2] = {{0, 10},   {1, 1},     {1, 10},   {7, 17},
                                  {128, 10}, {33, 1003}, {5000, 7}, {3, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         kiln_graph *g = kiln_graph_new();
@@ -573,7 +573,8 @@ static void test_softmax_ce_matches_composite(void **state)
         out[i] = kiln_function_new_output(f, i);
     assert_int_equal(kiln_run(f, in, out), KILN_OK);
     for (int i = 0; i < 2; i++) {
-        float got = kiln_tensor_f32(out[i])[0], want = kiln_tensor_f32(out[i + 2])[0];
+        float got = kiln_tensor_f32(out[i])[0],
+              want = kiln_tensor_f32(out[i + 2])[0];
         assert_true(close_enough(got, want, 1e-6, 0));
     }
     for (int i = 0; i < N * C; i++)
@@ -606,10 +607,10 @@ static void test_softmax_ce_second_order(void **state)
         lab[i] = (int32_t)(kiln_rng_u32(&r) % C);
     kiln_session *ss = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    kiln_node *x = kiln_variable(g, "x", KILN_F32, KILN_SHAPE(N, C),
-                                 kiln_init_values(xv));
-    kiln_node *sv = kiln_variable(g, "s", KILN_F32, KILN_SCALAR,
-                                  kiln_init_value(1.7));
+    kiln_node *x =
+        kiln_variable(g, "x", KILN_F32, KILN_SHAPE(N, C), kiln_init_values(xv));
+    kiln_node *sv =
+        kiln_variable(g, "s", KILN_F32, KILN_SCALAR, kiln_init_value(1.7));
     kiln_node *y = kiln_constant(g, KILN_I32, KILN_SHAPE(N), lab);
     kiln_node *loss = kiln_mul(g, kiln_softmax_cross_entropy(g, x, y), sv);
     kiln_node *dx = kiln_grad(g, loss, x);

@@ -39,7 +39,8 @@ typedef struct ref_case {
 
 static problem prob;
 
-static void read_floats(FILE *f, const char *tag, float *out, int n) {
+static void read_floats(FILE *f, const char *tag, float *out, int n)
+{
     char word[64];
     assert_int_equal(fscanf(f, "%63s", word), 1);
     if (strcmp(word, tag) != 0)
@@ -48,7 +49,8 @@ static void read_floats(FILE *f, const char *tag, float *out, int n) {
         assert_int_equal(fscanf(f, "%f", &out[i]), 1);
 }
 
-static void skip_comments(FILE *f) {
+static void skip_comments(FILE *f)
+{
     int c;
     while ((c = fgetc(f)) != EOF) {
         if (c == '#') {
@@ -61,7 +63,8 @@ static void skip_comments(FILE *f) {
     }
 }
 
-static int load_problem(void **state) {
+static int load_problem(void **state)
+{
     (void)state;
     FILE *f = fopen(REF_DIR "problem.txt", "r");
     assert_non_null(f);
@@ -76,7 +79,8 @@ static int load_problem(void **state) {
     return 0;
 }
 
-static kiln_optim_kind kind_named(const char *s) {
+static kiln_optim_kind kind_named(const char *s)
+{
     if (!strcmp(s, "sgd"))
         return KILN_SGD;
     if (!strcmp(s, "adagrad"))
@@ -89,8 +93,8 @@ static kiln_optim_kind kind_named(const char *s) {
     return KILN_SGD;
 }
 
-static void set_option(kiln_optim_options *o, const char *key,
-                       const char *val) {
+static void set_option(kiln_optim_options *o, const char *key, const char *val)
+{
     double v = atof(val);
     if (!strcmp(key, "kind"))
         return; /* read first */
@@ -107,7 +111,9 @@ static void set_option(kiln_optim_options *o, const char *key,
     } fields[] = {
 #define F(f) {#f, offsetof(kiln_optim_options, f), 0}
 #define I(f)                                                                   \
-    { #f, offsetof(kiln_optim_options, f), 1 }
+    {                                                                          \
+#f, offsetof(kiln_optim_options, f), 1                                 \
+    }
         F(lr),        F(momentum),    F(weight_decay), F(beta1),
         F(beta2),     F(eps),         F(lr_decay),     F(initial_accumulator),
         F(gamma),     F(min_lr),      F(clip_norm),    I(nesterov),
@@ -128,7 +134,8 @@ static void set_option(kiln_optim_options *o, const char *key,
     fail_msg("unknown option '%s'", key);
 }
 
-static void load_case(const char *name, ref_case *rc) {
+static void load_case(const char *name, ref_case *rc)
+{
     char path[512], word[64], key[64], val[64];
     snprintf(path, sizeof path, REF_DIR "%s.txt", name);
     FILE *f = fopen(path, "r");
@@ -170,7 +177,8 @@ typedef struct model {
 } model;
 
 /* loss = mean((x W + b - t)^2) with W, b initialised from the problem. */
-static model build_model(kiln_graph *g) {
+static model build_model(kiln_graph *g)
+{
     model m;
     m.x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(5, 3));
     m.t = kiln_input(g, "t", KILN_F32, KILN_SHAPE(5, 4));
@@ -185,15 +193,18 @@ static model build_model(kiln_graph *g) {
     return m;
 }
 
-static kiln_tensor *batch_x(int call) {
+static kiln_tensor *batch_x(int call)
+{
     return kiln_tensor_wrap(KILN_F32, KILN_SHAPE(5, 3), prob.X[call % 3]);
 }
 
-static kiln_tensor *batch_t(int call) {
+static kiln_tensor *batch_t(int call)
+{
     return kiln_tensor_wrap(KILN_F32, KILN_SHAPE(5, 4), prob.T[call % 3]);
 }
 
-static void read_params(kiln_session *s, float *out) {
+static void read_params(kiln_session *s, float *out)
+{
     kiln_tensor *W = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(3, 4), out);
     kiln_tensor *b = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(4), out + NW);
     assert_int_equal(kiln_variable_read(s, "W", W), KILN_OK);
@@ -202,14 +213,16 @@ static void read_params(kiln_session *s, float *out) {
     kiln_tensor_free(b);
 }
 
-static int calls_per_step(const kiln_optim_options *o) {
+static int calls_per_step(const kiln_optim_options *o)
+{
     return o->accumulate > 1 ? o->accumulate : 1;
 }
 
 /* One call of the run-time form: a fresh dynamic graph, forward, backward,
    kiln_optimizer_update.  Returns 1 when the call applied a step. */
 static int dynamic_call(kiln_session *s, kiln_optimizer *o, kiln_graph *g,
-                        int call) {
+                        int call)
+{
     kiln_graph_clear(g);
     model m = build_model(g);
     kiln_tensor *x = batch_x(call), *t = batch_t(call);
@@ -228,7 +241,8 @@ static int dynamic_call(kiln_session *s, kiln_optimizer *o, kiln_graph *g,
 /* Runs calls [first, last) of the run-time form, recording the parameters
    after each applied step at p[step - 1] and checking the lr beforehand. */
 static void run_dynamic(kiln_session *s, const ref_case *rc, int first,
-                        int last, float (*p)[NP]) {
+                        int last, float (*p)[NP])
+{
     kiln_optimizer *o = kiln_optimizer_new(s, &rc->opt);
     assert_non_null(o);
     kiln_graph *g = kiln_graph_new();
@@ -247,7 +261,8 @@ static void run_dynamic(kiln_session *s, const ref_case *rc, int first,
 
 /* The same with one compiled training step run once per call. */
 static void run_compiled(kiln_session *s, const ref_case *rc, int first,
-                         int last, float (*p)[NP]) {
+                         int last, float (*p)[NP])
+{
     kiln_optimizer *o = kiln_optimizer_new(s, &rc->opt);
     assert_non_null(o);
     kiln_graph *g = kiln_graph_new();
@@ -278,7 +293,8 @@ static void run_compiled(kiln_session *s, const ref_case *rc, int first,
 }
 
 static void check_against_torch(const ref_case *rc, float (*p)[NP],
-                                const char *form) {
+                                const char *form)
+{
     double worst = 0;
     for (int s = 0; s < rc->steps; s++)
         for (int i = 0; i < NP; i++) {
@@ -300,7 +316,8 @@ static void check_against_torch(const ref_case *rc, float (*p)[NP],
 
 /* ------------------------------------------------------------ trajectories */
 
-static void test_trajectory(void **state) {
+static void test_trajectory(void **state)
+{
     const char *name = *state;
     ref_case rc;
     float pd[MAX_STEPS][NP], pc[MAX_STEPS][NP];
@@ -340,7 +357,8 @@ static void test_trajectory(void **state) {
 /* Saving every session variable mid-run (in the middle of an accumulation
    too) and restoring it in a fresh session resumes bitwise; the second half
    here also switches from the run-time to the graph form. */
-static void test_resume(void **state) {
+static void test_resume(void **state)
+{
     (void)state;
     ref_case rc;
     float full[MAX_STEPS][NP], part[MAX_STEPS][NP];
@@ -389,7 +407,8 @@ static void test_resume(void **state) {
 }
 
 /* State lives in the session under derived names, non-trainable. */
-static void test_state_variables(void **state) {
+static void test_state_variables(void **state)
+{
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_optim_options oo = kiln_optim_defaults(KILN_ADAM);
@@ -442,7 +461,8 @@ static void test_state_variables(void **state) {
     kiln_session_free(s);
 }
 
-static void test_defaults(void **state) {
+static void test_defaults(void **state)
+{
     (void)state;
     kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);
     assert_true(o.kind == KILN_ADAM && o.lr == 1e-3f && o.beta1 == 0.9f &&
@@ -461,7 +481,8 @@ static void test_defaults(void **state) {
 /* ------------------------------------------------------------ errors */
 
 static void expect_bad(kiln_session *s, kiln_optim_options o,
-                       const char *phrase) {
+                       const char *phrase)
+{
     assert_null(kiln_optimizer_new(s, &o));
     if (!strstr(kiln_session_error(s), phrase))
         fail_msg("error \"%s\" lacks \"%s\"", kiln_session_error(s), phrase);
@@ -469,7 +490,8 @@ static void expect_bad(kiln_session *s, kiln_optim_options o,
         fail_msg("last error \"%s\" lacks \"%s\"", kiln_last_error(), phrase);
 }
 
-static void test_bad_options(void **state) {
+static void test_bad_options(void **state)
+{
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_optim_options o = kiln_optim_defaults(KILN_SGD);
@@ -548,7 +570,8 @@ static void test_bad_options(void **state) {
     kiln_session_free(s);
 }
 
-static void test_update_errors(void **state) {
+static void test_update_errors(void **state)
+{
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_optim_options oo = kiln_optim_defaults(KILN_ADAM);
@@ -633,7 +656,8 @@ static void test_update_errors(void **state) {
 
 /* kiln_optimizer_lr follows the step counter in the session: warm-up, then
    cosine, held at min_lr after total_steps. */
-static void test_lr_schedule_host(void **state) {
+static void test_lr_schedule_host(void **state)
+{
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_optim_options oo = kiln_optim_defaults(KILN_SGD);
@@ -658,9 +682,12 @@ static void test_lr_schedule_host(void **state) {
 
 /* One test per reference file, named after it. */
 #define CASE(name)                                                             \
-    { name, test_trajectory, NULL, NULL, (void *)name }
+    {                                                                          \
+        name, test_trajectory, NULL, NULL, (void *)name                        \
+    }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         CASE("sgd"),
         CASE("sgd_momentum"),

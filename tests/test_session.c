@@ -31,14 +31,16 @@ static void test_functions_share_variables(void **state)
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    kiln_node *w = kiln_variable(g, "w", KILN_F32, KILN_SHAPE(2), kiln_init_value(1.0));
+    kiln_node *w =
+        kiln_variable(g, "w", KILN_F32, KILN_SHAPE(2), kiln_init_value(1.0));
     kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2));
-    kiln_node *seen = kiln_mul(g, w, x);           /* uses the old w */
+    kiln_node *seen = kiln_mul(g, w, x); /* uses the old w */
     kiln_node *upd = kiln_assign(g, w, kiln_add(g, w, x));
     kiln_node *outs[2] = {seen, upd};
     kiln_function *update = kiln_compile(s, g, outs, 2, &x, 1);
     kiln_graph *g2 = kiln_graph_new();
-    kiln_node *w2 = kiln_variable(g2, "w", KILN_F32, KILN_SHAPE(2), kiln_init_value(99.0));
+    kiln_node *w2 =
+        kiln_variable(g2, "w", KILN_F32, KILN_SHAPE(2), kiln_init_value(99.0));
     kiln_node *twice = kiln_scale(g2, w2, 2.0f);
     kiln_function *eval = kiln_compile(s, g2, &twice, 1, NULL, 0);
     assert_non_null(update);
@@ -46,14 +48,16 @@ static void test_functions_share_variables(void **state)
 
     float xv[2] = {3, 4};
     kiln_tensor *xt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(2), xv);
-    kiln_tensor *o0 = kiln_function_new_output(update, 0), *o1 = kiln_function_new_output(update, 1);
+    kiln_tensor *o0 = kiln_function_new_output(update, 0),
+                *o1 = kiln_function_new_output(update, 1);
     kiln_tensor *e = kiln_function_new_output(eval, 0);
     kiln_tensor *o[2] = {o0, o1};
     assert_int_equal(kiln_run(update, &xt, o), KILN_OK);
     assert_float_equal(kiln_tensor_f32(o0)[1], 4.0f, 0); /* 1 * 4 */
     assert_float_equal(kiln_tensor_f32(o1)[1], 5.0f, 0); /* the new value */
     assert_int_equal(kiln_run(eval, NULL, &e), KILN_OK);
-    assert_float_equal(kiln_tensor_f32(e)[0], 8.0f, 0); /* 2 * (1 + 3): shared */
+    assert_float_equal(kiln_tensor_f32(e)[0], 8.0f,
+                       0); /* 2 * (1 + 3): shared */
     assert_int_equal(kiln_run(update, &xt, o), KILN_OK);
     assert_float_equal(kiln_tensor_f32(o0)[0], 12.0f, 0); /* 4 * 3 */
     assert_float_equal(read1(s, "w", KILN_SHAPE(2), 0), 7.0f, 0);
@@ -85,8 +89,10 @@ static void test_doall_swap(void **state)
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    kiln_node *a = kiln_variable(g, "a", KILN_F32, KILN_SCALAR, kiln_init_value(1.0));
-    kiln_node *b = kiln_variable(g, "b", KILN_F32, KILN_SCALAR, kiln_init_value(2.0));
+    kiln_node *a =
+        kiln_variable(g, "a", KILN_F32, KILN_SCALAR, kiln_init_value(1.0));
+    kiln_node *b =
+        kiln_variable(g, "b", KILN_F32, KILN_SCALAR, kiln_init_value(2.0));
     kiln_node *both[2] = {kiln_assign(g, a, b), kiln_assign(g, b, a)};
     kiln_node *all = kiln_doall(g, both, 2);
     kiln_function *f = kiln_compile(s, g, &all, 1, NULL, 0);
@@ -108,10 +114,18 @@ static void test_initialisers(void **state)
     kiln_session_options o = {123, 1};
     kiln_session *s1 = kiln_session_new(&o), *s2 = kiln_session_new(&o);
     kiln_shape sh = KILN_SHAPE(40, 100);
-    assert_int_equal(kiln_session_declare(s1, "u", KILN_F32, sh, kiln_init_uniform(-2, 3), 1), KILN_OK);
-    assert_int_equal(kiln_session_declare(s2, "u", KILN_F32, sh, kiln_init_uniform(-2, 3), 1), KILN_OK);
-    assert_int_equal(kiln_session_declare(s1, "n", KILN_F32, sh, kiln_init_normal(1, 0.5), 1), KILN_OK);
-    assert_int_equal(kiln_session_declare(s1, "g", KILN_F32, sh, kiln_init_glorot_uniform(), 1), KILN_OK);
+    assert_int_equal(kiln_session_declare(s1, "u", KILN_F32, sh,
+                                          kiln_init_uniform(-2, 3), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_session_declare(s2, "u", KILN_F32, sh,
+                                          kiln_init_uniform(-2, 3), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_session_declare(s1, "n", KILN_F32, sh,
+                                          kiln_init_normal(1, 0.5), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_session_declare(s1, "g", KILN_F32, sh,
+                                          kiln_init_glorot_uniform(), 1),
+                     KILN_OK);
     kiln_param_info u1, u2, n, gl;
     kiln_session_variable_info(s1, 0, &u1);
     kiln_session_variable_info(s2, 0, &u2);

@@ -16,14 +16,19 @@
 
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: kiln train --dataset mnist|fashion-mnist [--data DIR]\n"
-            "                  [--hidden 600[,N...]] [--activation relu|gelu|tanh]\n"
-            "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr X]\n"
-            "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
-            "                  [--save model.npz] [--log metrics.csv] [--plot curves.png]\n"
-            "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] [--data DIR]\n"
-            "       kiln info FILE.npz|FILE.safetensors\n");
+    fprintf(
+        stderr,
+        "usage: kiln train --dataset mnist|fashion-mnist [--data DIR]\n"
+        "                  [--hidden 600[,N...]] [--activation "
+        "relu|gelu|tanh]\n"
+        "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr "
+        "X]\n"
+        "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
+        "                  [--save model.npz] [--log metrics.csv] [--plot "
+        "curves.png]\n"
+        "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] "
+        "[--data DIR]\n"
+        "       kiln info FILE.npz|FILE.safetensors\n");
     return 1;
 }
 
@@ -44,7 +49,8 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || *end || end == v || x < lo || x > hi)
-        return kiln_tool_fail("%s: '%s' is not an integer in [%d, %d]", flag, v, lo, hi);
+        return kiln_tool_fail("%s: '%s' is not an integer in [%d, %d]", flag, v,
+                              lo, hi);
     *out = (int)x;
     return 0;
 }
@@ -68,19 +74,21 @@ static int parse_hidden(const char *v, mlp_config *c)
         char *end;
         long x = strtol(p, &end, 10);
         if (end == p || x < 1 || x > 65536 || c->n_hidden == MLP_MAX_LAYERS - 1)
-            return kiln_tool_fail("--hidden: '%s' is not a list like 600 or 256,128", v);
+            return kiln_tool_fail(
+                "--hidden: '%s' is not a list like 600 or 256,128", v);
         c->hidden[c->n_hidden++] = (int)x;
         p = end;
         if (*p == ',')
             p++;
         else if (*p)
-            return kiln_tool_fail("--hidden: '%s' is not a list like 600 or 256,128", v);
+            return kiln_tool_fail(
+                "--hidden: '%s' is not a list like 600 or 256,128", v);
     }
     return c->n_hidden ? 0 : kiln_tool_fail("--hidden: empty list");
 }
 
-static int one_of(const char *flag, const char *v, const char *const *names, int n,
-                  int *out)
+static int one_of(const char *flag, const char *v, const char *const *names,
+                  int n, int *out)
 {
     for (int i = 0; i < n; i++)
         if (!strcmp(v, names[i])) {
@@ -92,7 +100,8 @@ static int one_of(const char *flag, const char *v, const char *const *names, int
 
 static const char *const DATASETS[] = {"mnist", "fashion-mnist"};
 static const char *const ACTIVATIONS[] = {"relu", "gelu", "tanh"};
-static const char *const OPTIMIZERS[] = {"sgd", "momentum", "adam", "adamw", "adagrad"};
+static const char *const OPTIMIZERS[] = {"sgd", "momentum", "adam", "adamw",
+                                         "adagrad"};
 
 /* Parses the flags shared by train and eval; returns 0, or 1 after printing
    an error. */

@@ -28,12 +28,15 @@ typedef struct model {
 
 static kiln_node *activate(kiln_graph *g, kiln_node *h, int act)
 {
-    return act == 0 ? kiln_relu(g, h) : act == 1 ? kiln_gelu(g, h) : kiln_tanh(g, h);
+    return act == 0   ? kiln_relu(g, h)
+           : act == 1 ? kiln_gelu(g, h)
+                      : kiln_tanh(g, h);
 }
 
 /* X [batch, in] -> hidden layers -> logits [batch, 10]; variables fcK.W and
    fcK.b, shared by every graph built on the same session. */
-static model build(kiln_graph *g, const mlp_config *c, int batch, int64_t in_dim)
+static model build(kiln_graph *g, const mlp_config *c, int batch,
+                   int64_t in_dim)
 {
     model m;
     m.x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(batch, in_dim));
@@ -49,7 +52,8 @@ static model build(kiln_graph *g, const mlp_config *c, int batch, int64_t in_dim
         double lim = sqrt((c->activation == 0 ? 6.0 : 3.0) / (double)width);
         kiln_node *w = kiln_variable(g, wn, KILN_F32, KILN_SHAPE(width, out),
                                      kiln_init_uniform(-lim, lim));
-        kiln_node *b = kiln_variable(g, bn, KILN_F32, KILN_SHAPE(out), kiln_init_zeros());
+        kiln_node *b =
+            kiln_variable(g, bn, KILN_F32, KILN_SHAPE(out), kiln_init_zeros());
         h = kiln_affine(g, h, w, b);
         if (i < c->n_hidden)
             h = activate(g, h, c->activation);
@@ -97,8 +101,10 @@ static int evaluate(evaluator *e, const kiln_tensor *x, const kiln_tensor *y,
     int64_t correct = 0;
     for (int64_t start = 0; start < n; start += EVAL_BATCH) {
         int64_t rows = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
-        memset(kiln_tensor_f32(e->x), 0, (size_t)(EVAL_BATCH * d) * sizeof(float));
-        memcpy(kiln_tensor_f32(e->x), xs + start * d, (size_t)(rows * d) * sizeof(float));
+        memset(kiln_tensor_f32(e->x), 0,
+               (size_t)(EVAL_BATCH * d) * sizeof(float));
+        memcpy(kiln_tensor_f32(e->x), xs + start * d,
+               (size_t)(rows * d) * sizeof(float));
         if (kiln_run(e->f, &e->x, &e->logits) != KILN_OK)
             return 1;
         const float *z = kiln_tensor_f32(e->logits);
@@ -119,7 +125,8 @@ static int evaluate(evaluator *e, const kiln_tensor *x, const kiln_tensor *y,
     return 0;
 }
 
-static int load_split(const mlp_config *c, int train, kiln_tensor **x, kiln_tensor **y)
+static int load_split(const mlp_config *c, int train, kiln_tensor **x,
+                      kiln_tensor **y)
 {
     if (kiln_mnist_load(c->data_dir, train, 1.0f / 255, x, y) != KILN_OK)
         return kiln_tool_fail("%s", kiln_last_error());
@@ -131,8 +138,8 @@ static int load_split(const mlp_config *c, int train, kiln_tensor **x, kiln_tens
 static kiln_optimizer *make_optimizer(kiln_session *s, const mlp_config *c,
                                       int64_t total_steps)
 {
-    static const kiln_optim_kind kinds[] = {KILN_SGD, KILN_SGD, KILN_ADAM, KILN_ADAMW,
-                                            KILN_ADAGRAD};
+    static const kiln_optim_kind kinds[] = {KILN_SGD, KILN_SGD, KILN_ADAM,
+                                            KILN_ADAMW, KILN_ADAGRAD};
     static const float default_lr[] = {0.1f, 0.05f, 1e-3f, 1e-3f, 0.05f};
     kiln_optim_options o = kiln_optim_defaults(kinds[c->optimizer]);
     o.lr = c->lr > 0 ? c->lr : default_lr[c->optimizer];
@@ -147,7 +154,8 @@ static kiln_optimizer *make_optimizer(kiln_session *s, const mlp_config *c,
 static void plot(const char *csv, const char *png)
 {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "kiln: gnuplot not found: no plot written (apt-get install gnuplot-nox)\n");
+        fprintf(stderr, "kiln: gnuplot not found: no plot written (apt-get "
+                        "install gnuplot-nox)\n");
         return;
     }
     FILE *gp = popen("gnuplot", "w");
@@ -189,12 +197,14 @@ static void trainer_free(trainer *t)
     kiln_session_free(t->s);
 }
 
-static int run_epoch(trainer *t, const mlp_config *c, int epoch, double *train_loss)
+static int run_epoch(trainer *t, const mlp_config *c, int epoch,
+                     double *train_loss)
 {
     char label[32];
     snprintf(label, sizeof label, "epoch %d/%d", epoch, c->epochs);
     kiln_progress bar;
-    kiln_progress_begin(&bar, stderr, label, kiln_batcher_num_batches(t->batches));
+    kiln_progress_begin(&bar, stderr, label,
+                        kiln_batcher_num_batches(t->batches));
     double sum = 0;
     int64_t steps = 0;
     kiln_tensor *in[2] = {t->xb, t->yb}, *out[2] = {t->loss, NULL};
@@ -210,7 +220,8 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch, double *train_l
     snprintf(summary, sizeof summary, "train loss %.4f", *train_loss);
     kiln_progress_end(&bar, summary);
     if (!isfinite(*train_loss))
-        return kiln_tool_fail("training diverged (loss %g): lower --lr", *train_loss);
+        return kiln_tool_fail("training diverged (loss %g): lower --lr",
+                              *train_loss);
     return 0;
 }
 
@@ -235,8 +246,8 @@ int mlp_train(const mlp_config *c)
     FILE *log = NULL;
     int64_t per_epoch = kiln_tensor_shape(tx).d[0] / c->batch;
     if (per_epoch < 1) {
-        kiln_tool_fail("--batch %d is larger than the %lld training images", c->batch,
-                       (long long)kiln_tensor_shape(tx).d[0]);
+        kiln_tool_fail("--batch %d is larger than the %lld training images",
+                       c->batch, (long long)kiln_tensor_shape(tx).d[0]);
         goto done;
     }
     if (!(t.opt = make_optimizer(t.s, c, per_epoch * c->epochs))) {
@@ -271,12 +282,13 @@ int mlp_train(const mlp_config *c)
         if (run_epoch(&t, c, epoch, &train_loss) ||
             evaluate(&t.eval, vx, vy, &test_loss, &acc))
             goto done;
-        printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n", epoch,
-               train_loss, test_loss, acc);
+        printf(
+            "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+            epoch, train_loss, test_loss, acc);
         fflush(stdout);
         if (log)
-            fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss, test_loss, acc,
-                    kiln_now() - start);
+            fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss,
+                    test_loss, acc, kiln_now() - start);
     }
     printf("test accuracy: %.4f\n", acc);
     if (log) {
@@ -285,13 +297,14 @@ int mlp_train(const mlp_config *c)
         if (c->plot)
             plot(c->log, c->plot);
     } else if (c->plot) {
-        fprintf(stderr, "kiln: --plot needs --log (the curves are drawn from it)\n");
+        fprintf(stderr,
+                "kiln: --plot needs --log (the curves are drawn from it)\n");
     }
     if (c->save) {
         int32_t code = c->activation;
         kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
-        if (kiln_session_declare(t.s, ACT_KEY, KILN_I32, KILN_SHAPE(1), kiln_init_zeros(), 0) !=
-                KILN_OK ||
+        if (kiln_session_declare(t.s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
+                                 kiln_init_zeros(), 0) != KILN_OK ||
             kiln_variable_write(t.s, ACT_KEY, act) != KILN_OK ||
             kiln_session_save(t.s, c->save) != KILN_OK) {
             kiln_tensor_free(act);
@@ -341,7 +354,8 @@ static int read_architecture(const char *path, mlp_config *c, int64_t *in_dim)
     kiln_tensor_list_free(l);
     if (layers < 1 || c->hidden[layers - 1] != N_CLASSES || c->activation < 0 ||
         c->activation > 2)
-        return kiln_tool_fail("%s: not a kiln MLP model (no fc0.W ... with 10 outputs)", path);
+        return kiln_tool_fail(
+            "%s: not a kiln MLP model (no fc0.W ... with 10 outputs)", path);
     c->n_hidden = layers - 1;
     return 0;
 }
@@ -361,10 +375,12 @@ int mlp_eval(const mlp_config *c0)
     double loss, acc;
     if (kiln_tensor_shape(vx).d[1] != in_dim) {
         kiln_tool_fail("%s expects %lld inputs, the data has %lld", c.model,
-                       (long long)in_dim, (long long)kiln_tensor_shape(vx).d[1]);
+                       (long long)in_dim,
+                       (long long)kiln_tensor_shape(vx).d[1]);
     } else if (kiln_session_load(s, c.model) != KILN_OK) {
         kiln_tool_fail("%s", kiln_session_error(s));
-    } else if (!evaluator_init(&e, s, &c, in_dim) && !evaluate(&e, vx, vy, &loss, &acc)) {
+    } else if (!evaluator_init(&e, s, &c, in_dim) &&
+               !evaluate(&e, vx, vy, &loss, &acc)) {
         printf("test loss: %.4f\ntest accuracy: %.4f\n", loss, acc);
         rc = 0;
     }

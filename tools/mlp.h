@@ -7,7 +7,7 @@
 #define MLP_MAX_LAYERS 16
 
 typedef struct mlp_config {
-    int dataset;    /* 0 mnist, 1 fashion-mnist */
+    int dataset; /* 0 mnist, 1 fashion-mnist */
     const char *data_dir, *model, *save, *log, *plot;
     int hidden[MLP_MAX_LAYERS], n_hidden;
     int activation; /* 0 relu, 1 gelu, 2 tanh */

@@ -8,11 +8,11 @@
 typedef struct kiln_arena_block kiln_arena_block;
 
 typedef struct kiln_arena {
-    kiln_arena_block *head;   /* current block */
-    kiln_arena_block *spare;  /* blocks kept after a reset */
+    kiln_arena_block *head;  /* current block */
+    kiln_arena_block *spare; /* blocks kept after a reset */
     size_t block_size;
-    size_t used_total;        /* bytes handed out since the last reset */
-    size_t reserved_total;    /* bytes held in blocks */
+    size_t used_total;     /* bytes handed out since the last reset */
+    size_t reserved_total; /* bytes held in blocks */
 } kiln_arena;
 
 void kiln_arena_init(kiln_arena *a, size_t block_size);

@@ -12,20 +12,32 @@ void kiln_set_last_error(const char *fmt, ...)
     va_end(ap);
 }
 
-const char *kiln_last_error(void) { return last_error; }
+const char *kiln_last_error(void)
+{
+    return last_error;
+}
 
 const char *kiln_status_str(kiln_status st)
 {
     switch (st) {
-    case KILN_OK: return "ok";
-    case KILN_ERR_ARG: return "bad argument";
-    case KILN_ERR_SHAPE: return "shape error";
-    case KILN_ERR_DTYPE: return "dtype error";
-    case KILN_ERR_STATE: return "wrong state";
-    case KILN_ERR_MEMORY: return "out of memory";
-    case KILN_ERR_IO: return "i/o error";
-    case KILN_ERR_NOTFOUND: return "not found";
-    case KILN_ERR_NUMERIC: return "numeric error";
+    case KILN_OK:
+        return "ok";
+    case KILN_ERR_ARG:
+        return "bad argument";
+    case KILN_ERR_SHAPE:
+        return "shape error";
+    case KILN_ERR_DTYPE:
+        return "dtype error";
+    case KILN_ERR_STATE:
+        return "wrong state";
+    case KILN_ERR_MEMORY:
+        return "out of memory";
+    case KILN_ERR_IO:
+        return "i/o error";
+    case KILN_ERR_NOTFOUND:
+        return "not found";
+    case KILN_ERR_NUMERIC:
+        return "numeric error";
     }
     return "unknown status";
 }

@@ -6,11 +6,15 @@ size_t kiln_dtype_size(kiln_dtype dt)
 {
     switch (dt) {
     case KILN_F32:
-    case KILN_I32: return 4;
+    case KILN_I32:
+        return 4;
     case KILN_F16:
-    case KILN_BF16: return 2;
-    case KILN_F64: return 8;
-    case KILN_U8: return 1;
+    case KILN_BF16:
+        return 2;
+    case KILN_F64:
+        return 8;
+    case KILN_U8:
+        return 1;
     }
     return 0;
 }
@@ -18,17 +22,26 @@ size_t kiln_dtype_size(kiln_dtype dt)
 const char *kiln_dtype_name(kiln_dtype dt)
 {
     switch (dt) {
-    case KILN_F32: return "f32";
-    case KILN_I32: return "i32";
-    case KILN_F16: return "f16";
-    case KILN_BF16: return "bf16";
-    case KILN_F64: return "f64";
-    case KILN_U8: return "u8";
+    case KILN_F32:
+        return "f32";
+    case KILN_I32:
+        return "i32";
+    case KILN_F16:
+        return "f16";
+    case KILN_BF16:
+        return "bf16";
+    case KILN_F64:
+        return "f64";
+    case KILN_U8:
+        return "u8";
     }
     return "?";
 }
 
-int kiln_dtype_supported(kiln_dtype dt) { return dt == KILN_F32 || dt == KILN_I32; }
+int kiln_dtype_supported(kiln_dtype dt)
+{
+    return dt == KILN_F32 || dt == KILN_I32;
+}
 
 int64_t kiln_shape_numel(kiln_shape s)
 {

@@ -11,7 +11,8 @@ static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
 {
     char buf[128];
     if (!kiln_dtype_supported(dt)) {
-        kiln_set_last_error("%s: unsupported dtype %s", fn, kiln_dtype_name(dt));
+        kiln_set_last_error("%s: unsupported dtype %s", fn,
+                            kiln_dtype_name(dt));
         return NULL;
     }
     if (!kiln_shape_valid(shape)) {
@@ -38,7 +39,8 @@ kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
     t->data = calloc(1, bytes ? bytes : 1);
     if (!t->data) {
         free(t);
-        kiln_set_last_error("kiln_tensor_new: out of memory (%zu bytes)", bytes);
+        kiln_set_last_error("kiln_tensor_new: out of memory (%zu bytes)",
+                            bytes);
         return NULL;
     }
     t->owned = 1;
@@ -65,7 +67,8 @@ kiln_tensor *kiln_tensor_from_f32(kiln_shape shape, const float *values)
     }
     kiln_tensor *t = kiln_tensor_new(KILN_F32, shape);
     if (t && values)
-        memcpy(t->data, values, (size_t)kiln_shape_numel(shape) * sizeof(float));
+        memcpy(t->data, values,
+               (size_t)kiln_shape_numel(shape) * sizeof(float));
     return t;
 }
 
@@ -78,7 +81,10 @@ void kiln_tensor_free(kiln_tensor *t)
     free(t);
 }
 
-kiln_dtype kiln_tensor_dtype(const kiln_tensor *t) { return t ? t->dtype : KILN_F32; }
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t)
+{
+    return t ? t->dtype : KILN_F32;
+}
 
 kiln_shape kiln_tensor_shape(const kiln_tensor *t)
 {
@@ -90,7 +96,10 @@ int64_t kiln_tensor_numel(const kiln_tensor *t)
     return t ? kiln_shape_numel(t->shape) : 0;
 }
 
-void *kiln_tensor_data(const kiln_tensor *t) { return t ? t->data : NULL; }
+void *kiln_tensor_data(const kiln_tensor *t)
+{
+    return t ? t->data : NULL;
+}
 
 float *kiln_tensor_f32(const kiln_tensor *t)
 {

@@ -104,8 +104,9 @@ static int check_grad_args(kiln_graph *g, const char *fn, kiln_node *y,
     if (!kiln_graph_check(g, fn, delta))
         return 0;
     if (!kiln_shape_equal(delta->shape, y->shape) || delta->dtype != KILN_F32) {
-        kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: delta %s%s does not match target %s",
-                        fn, kiln_dtype_name(delta->dtype),
+        kiln_graph_fail(g, KILN_ERR_SHAPE,
+                        "%s: delta %s%s does not match target %s", fn,
+                        kiln_dtype_name(delta->dtype),
                         kiln_shape_str(delta->shape, b1, sizeof b1),
                         kiln_shape_str(y->shape, b2, sizeof b2));
         return 0;
@@ -130,8 +131,9 @@ static kiln_status grads(kiln_graph *g, const char *fn, kiln_node *y,
         if (!kiln_graph_check(g, fn, xs[i]))
             return g->status;
         if (xs[i]->dtype != KILN_F32) {
-            kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: %%%d has dtype %s (no gradient)",
-                            fn, xs[i]->id, kiln_dtype_name(xs[i]->dtype));
+            kiln_graph_fail(g, KILN_ERR_DTYPE,
+                            "%s: %%%d has dtype %s (no gradient)", fn,
+                            xs[i]->id, kiln_dtype_name(xs[i]->dtype));
             return g->status;
         }
     }

@@ -14,20 +14,56 @@
     static void grad_##OP(kiln_graph *g, kiln_node *n, kiln_node *adj,         \
                           unsigned need, kiln_node **gin)
 
-RULE(NEG) { (void)n, (void)need; gin[0] = U(NEG, adj); }
-RULE(ABS) { (void)need; gin[0] = B(MUL, adj, U(SIGN, n->in[0])); }
-RULE(EXP) { (void)need; gin[0] = B(MUL, adj, n); }
-RULE(LOG) { (void)need; gin[0] = B(DIV, adj, n->in[0]); }
-RULE(SQRT) { (void)need; gin[0] = B(DIV, B(MUL, adj, C(0.5f)), n); }
-RULE(SIN) { (void)need; gin[0] = B(MUL, adj, U(COS, n->in[0])); }
-RULE(COS) { (void)need; gin[0] = U(NEG, B(MUL, adj, U(SIN, n->in[0]))); }
-RULE(TANH) { (void)need; gin[0] = B(MUL, adj, B(SUB, C(1.0f), B(MUL, n, n))); }
+RULE(NEG)
+{
+    (void)n, (void)need;
+    gin[0] = U(NEG, adj);
+}
+RULE(ABS)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, U(SIGN, n->in[0]));
+}
+RULE(EXP)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, n);
+}
+RULE(LOG)
+{
+    (void)need;
+    gin[0] = B(DIV, adj, n->in[0]);
+}
+RULE(SQRT)
+{
+    (void)need;
+    gin[0] = B(DIV, B(MUL, adj, C(0.5f)), n);
+}
+RULE(SIN)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, U(COS, n->in[0]));
+}
+RULE(COS)
+{
+    (void)need;
+    gin[0] = U(NEG, B(MUL, adj, U(SIN, n->in[0])));
+}
+RULE(TANH)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, B(SUB, C(1.0f), B(MUL, n, n)));
+}
 RULE(SIGMOID)
 {
     (void)need;
     gin[0] = B(MUL, adj, B(MUL, n, B(SUB, C(1.0f), n)));
 }
-RULE(RELU) { (void)need; gin[0] = B(MUL, adj, B(GT, n->in[0], C(0.0f))); }
+RULE(RELU)
+{
+    (void)need;
+    gin[0] = B(MUL, adj, B(GT, n->in[0], C(0.0f)));
+}
 RULE(ERF)
 {
     (void)need;
@@ -94,9 +130,11 @@ RULE(SELECT)
     kiln_node *in1[3] = {n->in[0], adj, zero};
     kiln_node *in2[3] = {n->in[0], zero, adj};
     if (NEED(1))
-        gin[1] = kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in1, 3);
+        gin[1] =
+            kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in1, 3);
     if (NEED(2))
-        gin[2] = kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in2, 3);
+        gin[2] =
+            kiln_node_make(g, KILN_OP_SELECT, KILN_F32, adj->shape, in2, 3);
 }
 
 /* adj of a reduction, reshaped so that it broadcasts against the input. */
@@ -115,30 +153,37 @@ RULE(SUM)
 {
     (void)need;
     kiln_node *a = keepdims_view(g, n, adj);
-    gin[0] = kiln_node_make(g, KILN_OP_BROADCAST, KILN_F32, n->in[0]->shape, &a, 1);
+    gin[0] =
+        kiln_node_make(g, KILN_OP_BROADCAST, KILN_F32, n->in[0]->shape, &a, 1);
 }
 RULE(RMAX)
 {
     (void)need;
     kiln_node *x = n->in[0];
     kiln_node *mask = B(EQ, x, keepdims_view(g, n, n));
-    kiln_node *count = kiln_reduce_op(g, KILN_OP_SUM, mask, n->at.axes, 1, "grad");
+    kiln_node *count =
+        kiln_reduce_op(g, KILN_OP_SUM, mask, n->at.axes, 1, "grad");
     gin[0] = B(MUL, B(DIV, mask, count), keepdims_view(g, n, adj));
 }
 
 RULE(RESHAPE)
 {
     (void)need;
-    gin[0] = kiln_node_make(g, KILN_OP_RESHAPE, adj->dtype, n->in[0]->shape, &adj, 1);
+    gin[0] = kiln_node_make(g, KILN_OP_RESHAPE, adj->dtype, n->in[0]->shape,
+                            &adj, 1);
 }
-RULE(STOPGRAD) { (void)g, (void)n, (void)adj, (void)need, (void)gin; }
+RULE(STOPGRAD)
+{
+    (void)g, (void)n, (void)adj, (void)need, (void)gin;
+}
 RULE(PERMUTE)
 {
     (void)need;
     int inv[KILN_MAX_DIMS];
     for (int d = 0; d < n->shape.ndim; d++)
         inv[n->at.perm[d]] = d;
-    kiln_node *r = kiln_node_make(g, KILN_OP_PERMUTE, adj->dtype, n->in[0]->shape, &adj, 1);
+    kiln_node *r = kiln_node_make(g, KILN_OP_PERMUTE, adj->dtype,
+                                  n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.perm[d] = inv[d];
     gin[0] = r;
@@ -151,7 +196,8 @@ RULE(BROADCAST)
 RULE(SLICE)
 {
     (void)need;
-    kiln_node *r = kiln_node_make(g, KILN_OP_PAD, adj->dtype, n->in[0]->shape, &adj, 1);
+    kiln_node *r =
+        kiln_node_make(g, KILN_OP_PAD, adj->dtype, n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.lo[d] = n->at.lo[d];
     gin[0] = r;
@@ -159,7 +205,8 @@ RULE(SLICE)
 RULE(PAD)
 {
     (void)need;
-    kiln_node *r = kiln_node_make(g, KILN_OP_SLICE, adj->dtype, n->in[0]->shape, &adj, 1);
+    kiln_node *r =
+        kiln_node_make(g, KILN_OP_SLICE, adj->dtype, n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.lo[d] = n->at.lo[d];
     gin[0] = r;
@@ -170,7 +217,8 @@ RULE(CONCAT)
     for (int k = 0; k < n->n_in; k++) {
         kiln_shape s = n->in[k]->shape;
         if (NEED(k)) {
-            kiln_node *r = kiln_node_make(g, KILN_OP_SLICE, adj->dtype, s, &adj, 1);
+            kiln_node *r =
+                kiln_node_make(g, KILN_OP_SLICE, adj->dtype, s, &adj, 1);
             r->at.lo[n->at.axis] = off;
             gin[k] = r;
         }
@@ -237,16 +285,16 @@ RULE(SOFTMAX_CE_GRAD)
     kiln_node *e = U(EXP, B(SUB, x, m));
     kiln_node *p = B(DIV, e, kiln_reduce_op(g, KILN_OP_SUM, e, 2u, 1, "grad"));
     if (NEED(0)) {
-        kiln_node *gp = kiln_reduce_op(g, KILN_OP_SUM, B(MUL, adj, p), 2u, 1,
-                                       "grad");
+        kiln_node *gp =
+            kiln_reduce_op(g, KILN_OP_SUM, B(MUL, adj, p), 2u, 1, "grad");
         gin[0] = B(MUL, B(MUL, n->in[2], inv_n), B(MUL, p, B(SUB, adj, gp)));
     }
     if (NEED(2)) {
         kiln_node *oh = kiln_one_hot(g, n->in[1], (int)x->shape.d[1]);
         kiln_node *d = B(MUL, adj, B(SUB, p, oh));
-        gin[2] = B(MUL, kiln_reduce_op(g, KILN_OP_SUM, d, KILN_ALL_AXES, 0,
-                                       "grad"),
-                   inv_n);
+        gin[2] =
+            B(MUL, kiln_reduce_op(g, KILN_OP_SUM, d, KILN_ALL_AXES, 0, "grad"),
+              inv_n);
     }
 }
 

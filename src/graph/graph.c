@@ -65,7 +65,10 @@ const char *kiln_graph_error(const kiln_graph *g)
     return g ? g->err : "graph is NULL";
 }
 
-int kiln_graph_node_count(const kiln_graph *g) { return g ? g->n_nodes : 0; }
+int kiln_graph_node_count(const kiln_graph *g)
+{
+    return g ? g->n_nodes : 0;
+}
 
 kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
 {
@@ -130,7 +133,8 @@ kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
         g->cap_nodes = cap;
     }
     kiln_node *n = kiln_graph_alloc(g, sizeof *n);
-    kiln_node **ins = n_in ? kiln_graph_alloc(g, (size_t)n_in * sizeof *ins) : NULL;
+    kiln_node **ins =
+        n_in ? kiln_graph_alloc(g, (size_t)n_in * sizeof *ins) : NULL;
     if (!n || (n_in && !ins))
         return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
                                kiln_op_table[op].name);
@@ -149,23 +153,35 @@ kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
 
 /* ------------------------------------------------------------ introspection */
 
-int kiln_node_id(const kiln_node *n) { return n ? n->id : -1; }
+int kiln_node_id(const kiln_node *n)
+{
+    return n ? n->id : -1;
+}
 
 const char *kiln_node_op_name(const kiln_node *n)
 {
     return n ? kiln_op_table[n->op].name : "";
 }
 
-kiln_dtype kiln_node_dtype(const kiln_node *n) { return n ? n->dtype : KILN_F32; }
+kiln_dtype kiln_node_dtype(const kiln_node *n)
+{
+    return n ? n->dtype : KILN_F32;
+}
 
-kiln_shape kiln_node_shape(const kiln_node *n) { return n ? n->shape : KILN_SCALAR; }
+kiln_shape kiln_node_shape(const kiln_node *n)
+{
+    return n ? n->shape : KILN_SCALAR;
+}
 
 const char *kiln_node_name(const kiln_node *n)
 {
     return n && n->name ? n->name : "";
 }
 
-int kiln_node_num_inputs(const kiln_node *n) { return n ? n->n_in : 0; }
+int kiln_node_num_inputs(const kiln_node *n)
+{
+    return n ? n->n_in : 0;
+}
 
 kiln_node *kiln_node_input(const kiln_node *n, int i)
 {

@@ -37,17 +37,17 @@ extern const kiln_op_info kiln_op_table[KILN_OP_COUNT];
 
 /* Op attributes; each op uses the fields its row needs. */
 typedef struct kiln_attrs {
-    unsigned axes;               /* reductions: reduced axes; broadcast: new */
-    int keepdims;                /* reductions */
-    int axis;                    /* argmax, concat */
-    int perm[KILN_MAX_DIMS];     /* permute */
-    int64_t lo[KILN_MAX_DIMS];   /* slice start, pad before */
-    float value;                 /* pad value */
-    int trans_a, trans_b;        /* matmul */
-    int depth;                   /* one_hot */
-    kiln_init init;              /* variable */
-    int trainable;               /* variable */
-    const void *data;            /* constant (arena copy); fused: program */
+    unsigned axes;             /* reductions: reduced axes; broadcast: new */
+    int keepdims;              /* reductions */
+    int axis;                  /* argmax, concat */
+    int perm[KILN_MAX_DIMS];   /* permute */
+    int64_t lo[KILN_MAX_DIMS]; /* slice start, pad before */
+    float value;               /* pad value */
+    int trans_a, trans_b;      /* matmul */
+    int depth;                 /* one_hot */
+    kiln_init init;            /* variable */
+    int trainable;             /* variable */
+    const void *data;          /* constant (arena copy); fused: program */
 } kiln_attrs;
 
 struct kiln_node {
@@ -61,35 +61,36 @@ struct kiln_node {
     const char *name;
     kiln_attrs at;
     /* dynamic execution state */
-    void *value;         /* computed value (workspace) or variable storage */
-    kiln_node *grad;     /* adjoint node after kiln_backward */
+    void *value;     /* computed value (workspace) or variable storage */
+    kiln_node *grad; /* adjoint node after kiln_backward */
     const char *debug_msg;
     int debug;
-    int checkpoint;      /* kiln_checkpoint: value kept when checkpointing */
+    int checkpoint; /* kiln_checkpoint: value kept when checkpointing */
 };
 
 struct kiln_graph {
-    kiln_arena arena;    /* nodes, their inputs and attribute data */
-    kiln_node **nodes;   /* in creation order: a topological order */
+    kiln_arena arena;  /* nodes, their inputs and attribute data */
+    kiln_node **nodes; /* in creation order: a topological order */
     int n_nodes, cap_nodes;
     kiln_status status;
     char err[KILN_ERRMSG_MAX];
-    kiln_node **vars;    /* variable nodes, one per name */
+    kiln_node **vars; /* variable nodes, one per name */
     int n_vars, cap_vars;
-    kiln_node poison;    /* returned by builders once the graph failed */
+    kiln_node poison; /* returned by builders once the graph failed */
     /* dynamic execution */
-    kiln_arena workspace;  /* values of computed nodes */
-    int n_computed;        /* nodes [0, n_computed) have values */
+    kiln_arena workspace; /* values of computed nodes */
+    int n_computed;       /* nodes [0, n_computed) have values */
     kiln_node *backward_loss;
-    /* workspace policy and modes (runtime/dynamic.c, runtime/checkpointing.c) */
-    size_t ws_reserved;    /* bytes reserved by the user, 0 = none */
-    size_t ws_seen;        /* workspace.used_total after our last allocation:
-                              a different value means the graph was cleared */
+    /* workspace policy and modes (runtime/dynamic.c, runtime/checkpointing.c)
+     */
+    size_t ws_reserved;      /* bytes reserved by the user, 0 = none */
+    size_t ws_seen;          /* workspace.used_total after our last allocation:
+                                a different value means the graph was cleared */
     size_t ws_live, ws_peak; /* bytes in use now / at most since the clear */
-    void *ws_bins;         /* released values by size, for reuse */
-    int ws_strict;         /* exceeding ws_reserved is an error */
-    int checkpointing;     /* release unmarked activations, recompute them */
-    int check_finite;      /* stop at the first NaN or infinity */
+    void *ws_bins;           /* released values by size, for reuse */
+    int ws_strict;           /* exceeding ws_reserved is an error */
+    int checkpointing;       /* release unmarked activations, recompute them */
+    int check_finite;        /* stop at the first NaN or infinity */
 };
 
 /* Records the first error (later ones are ignored) and returns the poison

@@ -15,9 +15,10 @@ int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x)
 {
     if (x->dtype == KILN_F32)
         return 1;
-    kiln_graph_fail(g, KILN_ERR_DTYPE,
-                    "%s: operand %%%d has dtype %s, expected f32 (use kiln_cast)",
-                    fn, x->id, kiln_dtype_name(x->dtype));
+    kiln_graph_fail(
+        g, KILN_ERR_DTYPE,
+        "%s: operand %%%d has dtype %s, expected f32 (use kiln_cast)", fn,
+        x->id, kiln_dtype_name(x->dtype));
     return 0;
 }
 
@@ -60,7 +61,8 @@ kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,
 {
     if (!g || g->status)
         return g ? &g->poison : NULL;
-    if (!check_dtype(g, "kiln_input", dt) || !check_shape(g, "kiln_input", shape))
+    if (!check_dtype(g, "kiln_input", dt) ||
+        !check_shape(g, "kiln_input", shape))
         return &g->poison;
     kiln_node *n = kiln_node_make(g, KILN_OP_INPUT, dt, shape, NULL, 0);
     return kiln_node_set_name(n, name);
@@ -79,7 +81,8 @@ kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
         return kiln_graph_fail(g, KILN_ERR_ARG, "kiln_constant: data is NULL");
     void *copy = kiln_graph_alloc(g, bytes);
     if (!copy)
-        return kiln_graph_fail(g, KILN_ERR_MEMORY, "kiln_constant: out of memory");
+        return kiln_graph_fail(g, KILN_ERR_MEMORY,
+                               "kiln_constant: out of memory");
     if (bytes)
         memcpy(copy, data, bytes);
     kiln_node *n = kiln_node_make(g, KILN_OP_CONSTANT, dt, shape, NULL, 0);
@@ -99,7 +102,8 @@ kiln_node *kiln_fill(kiln_graph *g, kiln_shape shape, float v)
         return kiln_graph_fail(g, KILN_ERR_MEMORY, "kiln_fill: out of memory");
     for (int64_t i = 0; i < numel; i++)
         data[i] = v;
-    kiln_node *n = kiln_node_make(g, KILN_OP_CONSTANT, KILN_F32, shape, NULL, 0);
+    kiln_node *n =
+        kiln_node_make(g, KILN_OP_CONSTANT, KILN_F32, shape, NULL, 0);
     n->at.data = data;
     return n;
 }
@@ -121,17 +125,19 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
     if (!g || g->status)
         return g ? &g->poison : NULL;
     if (!name || !*name)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: a variable needs a name", fn);
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: a variable needs a name",
+                               fn);
     if (!check_dtype(g, fn, dt) || !check_shape(g, fn, shape))
         return &g->poison;
     if ((unsigned)init.kind > KILN_INIT_GLOROT_UNIFORM)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s '%s': unknown initialiser %d",
-                               fn, name, (int)init.kind);
+        return kiln_graph_fail(g, KILN_ERR_ARG,
+                               "%s '%s': unknown initialiser %d", fn, name,
+                               (int)init.kind);
     if (init.kind == KILN_INIT_VALUES) {
         size_t bytes = (size_t)kiln_shape_numel(shape) * sizeof(float);
         if (!init.values && bytes)
-            return kiln_graph_fail(g, KILN_ERR_ARG, "%s '%s': values is NULL", fn,
-                                   name);
+            return kiln_graph_fail(g, KILN_ERR_ARG, "%s '%s': values is NULL",
+                                   fn, name);
         float *copy = kiln_graph_alloc(g, bytes);
         if (!copy)
             return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory", fn);
@@ -145,12 +151,12 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
             continue;
         if (v->dtype != dt || !kiln_shape_equal(v->shape, shape)) {
             char b1[SHAPE_BUF], b2[SHAPE_BUF];
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: '%s' already in this graph as %s%s, not "
-                                   "%s%s",
-                                   fn, name, kiln_dtype_name(v->dtype),
-                                   S(v->shape, b1), kiln_dtype_name(dt),
-                                   S(shape, b2));
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: '%s' already in this graph as %s%s, not "
+                "%s%s",
+                fn, name, kiln_dtype_name(v->dtype), S(v->shape, b1),
+                kiln_dtype_name(dt), S(shape, b2));
         }
         return v; /* one node per variable, so gradients accumulate */
     }
@@ -171,7 +177,8 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
     return kiln_node_set_name(n, name);
 }
 
-/* ---------------------------------------------------------------- elementwise */
+/* ---------------------------------------------------------------- elementwise
+ */
 
 kiln_node *kiln_unary_op(kiln_graph *g, kiln_op op, kiln_node *x)
 {
@@ -211,10 +218,9 @@ kiln_node *kiln_binary_op(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b)
     kiln_shape out;
     char ba[SHAPE_BUF], bb[SHAPE_BUF];
     if (!kiln_shape_broadcast(a->shape, b->shape, &out))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "kiln_%s: %s and %s do not broadcast",
-                               kiln_op_table[op].name, S(a->shape, ba),
-                               S(b->shape, bb));
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE, "kiln_%s: %s and %s do not broadcast",
+            kiln_op_table[op].name, S(a->shape, ba), S(b->shape, bb));
     kiln_node *in[2] = {a, b};
     return kiln_node_make(g, op, KILN_F32, out, in, 2);
 }
@@ -263,10 +269,9 @@ kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
     char b1[SHAPE_BUF], b2[SHAPE_BUF], b3[SHAPE_BUF];
     if (!kiln_shape_broadcast(cond->shape, a->shape, &s1) ||
         !kiln_shape_broadcast(s1, b->shape, &out))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: %s, %s and %s do not broadcast", fn,
-                               S(cond->shape, b1), S(a->shape, b2),
-                               S(b->shape, b3));
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE, "%s: %s, %s and %s do not broadcast", fn,
+            S(cond->shape, b1), S(a->shape, b2), S(b->shape, b3));
     kiln_node *in[3] = {cond, a, b};
     return kiln_node_make(g, KILN_OP_SELECT, KILN_F32, out, in, 3);
 }
@@ -280,7 +285,8 @@ kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s)
     return kiln_mul(g, x, kiln_scalar(g, s));
 }
 
-/* ---------------------------------------------------------------- reductions */
+/* ---------------------------------------------------------------- reductions
+ */
 
 kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
                           unsigned axes, int keepdims, const char *fn)
@@ -289,9 +295,9 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
     if (axes == KILN_ALL_AXES)
         axes = all;
     if (axes & ~all)
-        return kiln_graph_fail(g, KILN_ERR_ARG,
-                               "%s: axis mask 0x%x names axes beyond the %d dims",
-                               fn, axes, x->shape.ndim);
+        return kiln_graph_fail(
+            g, KILN_ERR_ARG, "%s: axis mask 0x%x names axes beyond the %d dims",
+            fn, axes, x->shape.ndim);
     kiln_shape out = {0};
     for (int i = 0; i < x->shape.ndim; i++) {
         if (axes & (1u << i)) {
@@ -333,7 +339,8 @@ kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims)
         return NULL;
     if (!kiln_graph_check(g, "kiln_mean", x) || !check_f32(g, "kiln_mean", x))
         return &g->poison;
-    kiln_node *s = kiln_reduce_op(g, KILN_OP_SUM, x, axes, keepdims, "kiln_mean");
+    kiln_node *s =
+        kiln_reduce_op(g, KILN_OP_SUM, x, axes, keepdims, "kiln_mean");
     if (s->op == KILN_OP_ERROR)
         return s;
     int64_t outn = kiln_shape_numel(s->shape);
@@ -353,7 +360,8 @@ kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis)
     if (ax < 0)
         return &g->poison;
     if (x->shape.d[ax] == 0)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: axis %d is empty", fn, ax);
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: axis %d is empty", fn,
+                               ax);
     kiln_node *n = kiln_reduce_op(g, KILN_OP_ARGMAX, x, 1u << ax, 0, fn);
     n->dtype = KILN_I32;
     n->at.axis = ax;
@@ -371,16 +379,16 @@ kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (shape.ndim < 0 || shape.ndim > KILN_MAX_DIMS)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %d dims (at most %d)", fn,
-                               shape.ndim, KILN_MAX_DIMS);
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %d dims (at most %d)",
+                               fn, shape.ndim, KILN_MAX_DIMS);
     int infer = -1;
     int64_t known = 1;
     for (int i = 0; i < shape.ndim; i++) {
         if (shape.d[i] == -1 && infer < 0)
             infer = i;
         else if (shape.d[i] < 0)
-            return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s", fn,
-                                   S(shape, b1));
+            return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s",
+                                   fn, S(shape, b1));
         else
             known *= shape.d[i];
     }
@@ -413,8 +421,8 @@ kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
     for (int i = 0; i < x->shape.ndim; i++) {
         if (perm[i] < 0 || perm[i] >= x->shape.ndim || (seen & (1u << perm[i])))
             return kiln_graph_fail(g, KILN_ERR_ARG,
-                                   "%s: perm is not a permutation of %d axes", fn,
-                                   x->shape.ndim);
+                                   "%s: perm is not a permutation of %d axes",
+                                   fn, x->shape.ndim);
         seen |= 1u << perm[i];
         out.d[i] = x->shape.d[perm[i]];
     }
@@ -433,7 +441,8 @@ kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x)
     int nd = x->shape.ndim;
     if (nd < 2)
         return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "kiln_transpose: needs 2 or more dims, got %d", nd);
+                               "kiln_transpose: needs 2 or more dims, got %d",
+                               nd);
     int perm[KILN_MAX_DIMS];
     for (int i = 0; i < nd; i++)
         perm[i] = i;
@@ -454,8 +463,9 @@ kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape)
     if (x->shape.ndim > shape.ndim ||
         !kiln_shape_broadcast(x->shape, shape, &out) ||
         !kiln_shape_equal(out, shape))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: cannot broadcast %s to %s",
-                               fn, S(x->shape, b1), S(shape, b2));
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: cannot broadcast %s to %s", fn,
+                               S(x->shape, b1), S(shape, b2));
     if (kiln_shape_equal(x->shape, shape))
         return x;
     return kiln_node_make(g, KILN_OP_BROADCAST, x->dtype, shape, &x, 1);
@@ -505,18 +515,20 @@ kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (!start || !stop)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: start or stop is NULL", fn);
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: start or stop is NULL",
+                               fn);
     kiln_shape out = x->shape;
     int64_t lo[KILN_MAX_DIMS];
     for (int i = 0; i < x->shape.ndim; i++) {
         int64_t dim = x->shape.d[i];
         int64_t a = norm_range(start[i], dim), b = norm_range(stop[i], dim);
         if (a < 0 || b > dim || a > b)
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: range [%lld:%lld] out of bounds on axis %d "
-                                   "of %s",
-                                   fn, (long long)start[i], (long long)stop[i], i,
-                                   S(x->shape, b1));
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: range [%lld:%lld] out of bounds on axis %d "
+                "of %s",
+                fn, (long long)start[i], (long long)stop[i], i,
+                S(x->shape, b1));
         lo[i] = a;
         out.d[i] = b - a;
     }
@@ -559,7 +571,8 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
     if (g->status)
         return &g->poison;
     if (!xs || n < 1)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: needs at least one node", fn);
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: needs at least one node",
+                               fn);
     for (int i = 0; i < n; i++)
         if (!kiln_graph_check(g, fn, xs[i]))
             return &g->poison;
@@ -573,11 +586,10 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
         for (int d = 0; ok && d < s.ndim; d++)
             ok = d == ax || s.d[d] == out.d[d];
         if (!ok)
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: %s%s and %s%s differ off axis %d", fn,
-                                   kiln_dtype_name(xs[0]->dtype),
-                                   S(xs[0]->shape, b1),
-                                   kiln_dtype_name(xs[i]->dtype), S(s, b2), ax);
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE, "%s: %s%s and %s%s differ off axis %d", fn,
+                kiln_dtype_name(xs[0]->dtype), S(xs[0]->shape, b1),
+                kiln_dtype_name(xs[i]->dtype), S(s, b2), ax);
         out.d[ax] += s.d[ax];
     }
     kiln_node *r = kiln_node_make(g, KILN_OP_CONCAT, xs[0]->dtype, out, xs, n);
@@ -585,7 +597,8 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
     return r;
 }
 
-/* ---------------------------------------------------------------- contraction */
+/* ---------------------------------------------------------------- contraction
+ */
 
 kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
                        int trans_b)
@@ -607,18 +620,19 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
     int64_t kb = sb.d[sb.ndim - (trans_b ? 1 : 2)];
     int64_t nn = sb.d[sb.ndim - (trans_b ? 2 : 1)];
     if (ka != kb)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: %s%s x %s%s: inner dimensions differ (%lld vs "
-                               "%lld)",
-                               fn, S(sa, b1), trans_a ? "^T" : "", S(sb, b2),
-                               trans_b ? "^T" : "", (long long)ka, (long long)kb);
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE,
+            "%s: %s%s x %s%s: inner dimensions differ (%lld vs "
+            "%lld)",
+            fn, S(sa, b1), trans_a ? "^T" : "", S(sb, b2), trans_b ? "^T" : "",
+            (long long)ka, (long long)kb);
     kiln_shape ba = sa, bb = sb, out;
     ba.ndim -= 2;
     bb.ndim -= 2;
     if (!kiln_shape_broadcast(ba, bb, &out))
         return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: batch dims of %s and %s do not broadcast", fn,
-                               S(sa, b1), S(sb, b2));
+                               "%s: batch dims of %s and %s do not broadcast",
+                               fn, S(sa, b1), S(sb, b2));
     out.d[out.ndim++] = m;
     out.d[out.ndim++] = nn;
     kiln_node *in[2] = {a, b};
@@ -640,23 +654,23 @@ kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n)
     kiln_shape sa = a->shape, sb = b->shape;
     if (n < 0 || n > sa.ndim || n > sb.ndim)
         return kiln_graph_fail(g, KILN_ERR_ARG,
-                               "%s: cannot contract %d axes of %s and %s", fn, n,
-                               S(sa, b1), S(sb, b2));
+                               "%s: cannot contract %d axes of %s and %s", fn,
+                               n, S(sa, b1), S(sb, b2));
     int64_t k = 1;
     for (int i = 0; i < n; i++) {
         if (sa.d[sa.ndim - n + i] != sb.d[i])
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: %s . %s: contracted axes differ (%lld vs "
-                                   "%lld)",
-                                   fn, S(sa, b1), S(sb, b2),
-                                   (long long)sa.d[sa.ndim - n + i],
-                                   (long long)sb.d[i]);
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: %s . %s: contracted axes differ (%lld vs "
+                "%lld)",
+                fn, S(sa, b1), S(sb, b2), (long long)sa.d[sa.ndim - n + i],
+                (long long)sb.d[i]);
         k *= sb.d[i];
     }
     kiln_shape out = {0};
     if (sa.ndim - n + sb.ndim - n > KILN_MAX_DIMS)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: result has too many dims",
-                               fn);
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: result has too many dims", fn);
     int64_t m = 1, nn = 1;
     for (int i = 0; i < sa.ndim - n; i++) {
         out.d[out.ndim++] = sa.d[i];
@@ -672,7 +686,8 @@ kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n)
     return kiln_reshape(g, p, out);
 }
 
-/* ---------------------------------------------------------------- conversion */
+/* ---------------------------------------------------------------- conversion
+ */
 
 kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth)
 {
@@ -701,7 +716,8 @@ kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
 {
     if (!g)
         return NULL;
-    if (!kiln_graph_check(g, "kiln_cast", x) || !check_dtype(g, "kiln_cast", dt))
+    if (!kiln_graph_check(g, "kiln_cast", x) ||
+        !check_dtype(g, "kiln_cast", dt))
         return &g->poison;
     return kiln_node_make(g, KILN_OP_CAST, dt, x->shape, &x, 1);
 }
@@ -731,12 +747,11 @@ kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value)
                                variable->id, kiln_op_table[variable->op].name);
     if (variable->dtype != value->dtype ||
         !kiln_shape_equal(variable->shape, value->shape))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: variable '%s' is %s%s, value is %s%s", fn,
-                               variable->name, kiln_dtype_name(variable->dtype),
-                               S(variable->shape, b1),
-                               kiln_dtype_name(value->dtype),
-                               S(value->shape, b2));
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE, "%s: variable '%s' is %s%s, value is %s%s", fn,
+            variable->name, kiln_dtype_name(variable->dtype),
+            S(variable->shape, b1), kiln_dtype_name(value->dtype),
+            S(value->shape, b2));
     kiln_node *in[2] = {variable, value};
     return kiln_node_make(g, KILN_OP_ASSIGN, value->dtype, value->shape, in, 2);
 }
@@ -748,7 +763,8 @@ kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n)
     if (g->status)
         return &g->poison;
     if (!xs || n < 1)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "kiln_doall: needs at least one node");
+        return kiln_graph_fail(g, KILN_ERR_ARG,
+                               "kiln_doall: needs at least one node");
     for (int i = 0; i < n; i++)
         if (!kiln_graph_check(g, "kiln_doall", xs[i]))
             return &g->poison;
@@ -767,7 +783,8 @@ kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s)
         if (j < 0 || (s.d[j] == 1 && x->shape.d[i] != 1))
             axes |= 1u << i;
     }
-    kiln_node *r = axes ? kiln_reduce_op(g, KILN_OP_SUM, x, axes, 1, "grad") : x;
+    kiln_node *r =
+        axes ? kiln_reduce_op(g, KILN_OP_SUM, x, axes, 1, "grad") : x;
     if (kiln_shape_equal(r->shape, s))
         return r;
     return kiln_node_make(g, KILN_OP_RESHAPE, r->dtype, s, &r, 1);

@@ -7,7 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *str_concat(const char *a, const char *b) {
+static char *str_concat(const char *a, const char *b)
+{
     size_t na = strlen(a), nb = strlen(b);
     char *s = malloc(na + nb + 1);
     if (s) {
@@ -17,7 +18,8 @@ static char *str_concat(const char *a, const char *b) {
     return s;
 }
 
-int io_atomic_begin(io_atomic *a, const char *path, io_err *e) {
+int io_atomic_begin(io_atomic *a, const char *path, io_err *e)
+{
     a->fd = -1;
     a->path = str_concat(path, "");
     a->tmp = str_concat(path, ".tmp.XXXXXX");
@@ -37,7 +39,8 @@ int io_atomic_begin(io_atomic *a, const char *path, io_err *e) {
 
 /* mkstemp creates files 0600; the result should look like any other new
    file (0666 less the umask), or keep the mode of the file it replaces. */
-static mode_t target_mode(const char *path) {
+static mode_t target_mode(const char *path)
+{
     struct stat st;
     if (stat(path, &st) == 0)
         return st.st_mode & 07777;
@@ -49,7 +52,8 @@ static mode_t target_mode(const char *path) {
 
 /* Durability of the rename itself: the directory entry must reach disk.
    Best effort, since some file systems refuse fsync on directories. */
-static void sync_parent_dir(const char *path) {
+static void sync_parent_dir(const char *path)
+{
     char *dir = str_concat(path, "");
     if (!dir)
         return;
@@ -69,7 +73,8 @@ static void sync_parent_dir(const char *path) {
     free(dir);
 }
 
-static int sync_and_chmod(const char *tmp, mode_t mode, io_err *e) {
+static int sync_and_chmod(const char *tmp, mode_t mode, io_err *e)
+{
     int fd = open(tmp, O_RDWR);
     if (fd < 0)
         return io_fail(e, "cannot reopen temporary file '%s': %s", tmp,
@@ -86,7 +91,8 @@ static int sync_and_chmod(const char *tmp, mode_t mode, io_err *e) {
     return 0;
 }
 
-int io_atomic_commit(io_atomic *a, io_err *e) {
+int io_atomic_commit(io_atomic *a, io_err *e)
+{
     if (a->fd >= 0) {
         int rc = close(a->fd);
         a->fd = -1;
@@ -113,7 +119,8 @@ int io_atomic_commit(io_atomic *a, io_err *e) {
     return 0;
 }
 
-void io_atomic_abort(io_atomic *a) {
+void io_atomic_abort(io_atomic *a)
+{
     if (a->fd >= 0)
         close(a->fd);
     a->fd = -1;

@@ -7,7 +7,8 @@
 #include "kiln.h"
 
 static void print_info(void *ctx, const char *name, io_elem el,
-                       kiln_shape shape) {
+                       kiln_shape shape)
+{
     char s[160], note[32] = "";
     /* Say when loading converts, e.g. f64 arrays that load as f32. */
     if (el != IO_F32 && el != IO_I32)
@@ -18,7 +19,8 @@ static void print_info(void *ctx, const char *name, io_elem el,
 
 /* Zip archives start with "PK", Kiln's .bin with "KILNBIN\0", safetensors
    with a length then '{'.  *is_npz: 0 safetensors, 1 npz, 2 bin. */
-static int detect(const char *path, int *is_npz, io_err *e) {
+static int detect(const char *path, int *is_npz, io_err *e)
+{
     unsigned char b[9];
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -41,7 +43,8 @@ static int detect(const char *path, int *is_npz, io_err *e) {
 }
 
 /* .bin files are read whole (they are validated by their checksum). */
-static kiln_status bin_info(const char *path, FILE *out) {
+static kiln_status bin_info(const char *path, FILE *out)
+{
     kiln_tensor_list *l = kiln_bin_read(path);
     if (!l)
         return KILN_ERR_IO;
@@ -56,7 +59,8 @@ static kiln_status bin_info(const char *path, FILE *out) {
     return KILN_OK;
 }
 
-kiln_tensor_list *kiln_file_read(const char *path) {
+kiln_tensor_list *kiln_file_read(const char *path)
+{
     if (!path) {
         kiln_set_last_error("kiln_file_read: NULL path");
         return NULL;
@@ -76,12 +80,13 @@ kiln_tensor_list *kiln_file_read(const char *path) {
         kiln_set_last_error("kiln_file_read: %s: %s", path, e.msg);
         return NULL;
     }
-    return kind == 1 ? kiln_npz_read(path)
+    return kind == 1   ? kiln_npz_read(path)
            : kind == 2 ? kiln_bin_read(path)
                        : kiln_safetensors_read(path);
 }
 
-kiln_status kiln_file_info(const char *path, FILE *out) {
+kiln_status kiln_file_info(const char *path, FILE *out)
+{
     if (!path || !out) {
         kiln_set_last_error("kiln_file_info: NULL %s",
                             path ? "stream" : "path");

@@ -22,14 +22,17 @@
 #ifdef KILN_HAVE_ZLIB
 typedef gzFile idx_file;
 
-static idx_file idx_open(const char *path) {
+static idx_file idx_open(const char *path)
+{
     return gzopen(path, "rb");
 }
-static void idx_close(idx_file f) {
+static void idx_close(idx_file f)
+{
     gzclose(f);
 }
 
-static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
+{
     int errnum;
     int k = gzread((gzFile)ctx, buf, (unsigned)(n < (1u << 30) ? n : 1u << 30));
     if (k < 0)
@@ -39,14 +42,17 @@ static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
 #else
 typedef FILE *idx_file;
 
-static idx_file idx_open(const char *path) {
+static idx_file idx_open(const char *path)
+{
     return fopen(path, "rb");
 }
-static void idx_close(idx_file f) {
+static void idx_close(idx_file f)
+{
     fclose(f);
 }
 
-static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
+{
     size_t k = fread(buf, 1, n, (FILE *)ctx);
     if (k < n && ferror((FILE *)ctx))
         return io_fail(e, "read failed: %s", strerror(errno));
@@ -54,7 +60,8 @@ static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
 }
 #endif
 
-static int read_exact(io_reader *r, unsigned char *buf, size_t n, io_err *e) {
+static int read_exact(io_reader *r, unsigned char *buf, size_t n, io_err *e)
+{
     size_t got = 0;
     while (got < n) {
         int64_t k = r->read(r->ctx, buf + got, n - got, e);
@@ -67,7 +74,8 @@ static int read_exact(io_reader *r, unsigned char *buf, size_t n, io_err *e) {
     return 0;
 }
 
-static int check_magic(const unsigned char m[4], io_err *e) {
+static int check_magic(const unsigned char m[4], io_err *e)
+{
     if (m[0] == 0x1f && m[1] == 0x8b)
         return io_fail(e, "gzip file, but Kiln was built without zlib");
     if (m[0] != 0 || m[1] != 0)
@@ -86,7 +94,8 @@ static int check_magic(const unsigned char m[4], io_err *e) {
     return 0;
 }
 
-static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e) {
+static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e)
+{
     unsigned char m[4], dims[16];
     if (read_exact(r, m, 4, e) || check_magic(m, e) ||
         read_exact(r, dims, 4u * m[3], e))
@@ -99,7 +108,8 @@ static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e) {
     return 0;
 }
 
-static kiln_tensor *read_idx(io_reader *r, kiln_dtype as, io_err *e) {
+static kiln_tensor *read_idx(io_reader *r, kiln_dtype as, io_err *e)
+{
     kiln_shape shape;
     if (read_idx_header(r, &shape, e))
         return NULL;
@@ -116,7 +126,8 @@ static kiln_tensor *read_idx(io_reader *r, kiln_dtype as, io_err *e) {
     return t;
 }
 
-kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as) {
+kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as)
+{
     if (!path || (as != KILN_F32 && as != KILN_I32)) {
         kiln_set_last_error("kiln_idx_read: %s", path ? "dtype must be f32 "
                                                         "or i32"

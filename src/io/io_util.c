@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int io_fail(io_err *e, const char *fmt, ...) {
+int io_fail(io_err *e, const char *fmt, ...)
+{
     if (e) {
         va_list ap;
         va_start(ap, fmt);
@@ -16,7 +17,8 @@ int io_fail(io_err *e, const char *fmt, ...) {
     return -1;
 }
 
-int io_prefix(io_err *e, const char *fmt, ...) {
+int io_prefix(io_err *e, const char *fmt, ...)
+{
     char head[256];
     va_list ap;
     va_start(ap, fmt);
@@ -34,7 +36,8 @@ int io_prefix(io_err *e, const char *fmt, ...) {
     return -1;
 }
 
-size_t io_elem_size(io_elem el) {
+size_t io_elem_size(io_elem el)
+{
     switch (el) {
     case IO_F32:
         return 4;
@@ -50,11 +53,13 @@ size_t io_elem_size(io_elem el) {
     return 0;
 }
 
-kiln_dtype io_elem_natural(io_elem el) {
+kiln_dtype io_elem_natural(io_elem el)
+{
     return (el == IO_F32 || el == IO_F64) ? KILN_F32 : KILN_I32;
 }
 
-const char *io_elem_name(io_elem el) {
+const char *io_elem_name(io_elem el)
+{
     switch (el) {
     case IO_F32:
         return "<f4";
@@ -70,7 +75,8 @@ const char *io_elem_name(io_elem el) {
     return "?";
 }
 
-int64_t io_checked_numel(kiln_shape shape, int64_t max_numel) {
+int64_t io_checked_numel(kiln_shape shape, int64_t max_numel)
+{
     int64_t n = 1;
     for (int i = 0; i < shape.ndim; i++) {
         if (shape.d[i] < 0)
@@ -86,27 +92,32 @@ int64_t io_checked_numel(kiln_shape shape, int64_t max_numel) {
     return n;
 }
 
-uint32_t io_load_le32(const unsigned char *p) {
+uint32_t io_load_le32(const unsigned char *p)
+{
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
 }
 
-uint64_t io_load_le64(const unsigned char *p) {
+uint64_t io_load_le64(const unsigned char *p)
+{
     return (uint64_t)io_load_le32(p) | (uint64_t)io_load_le32(p + 4) << 32;
 }
 
-uint32_t io_load_be32(const unsigned char *p) {
+uint32_t io_load_be32(const unsigned char *p)
+{
     return (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 |
            (uint32_t)p[0] << 24;
 }
 
-void io_store_le64(unsigned char *p, uint64_t v) {
+void io_store_le64(unsigned char *p, uint64_t v)
+{
     for (int i = 0; i < 8; i++)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
 static void convert_to_f32(const unsigned char *src, io_elem el, float *dst,
-                           int64_t n) {
+                           int64_t n)
+{
     for (int64_t i = 0; i < n; i++) {
         if (el == IO_F32) {
             uint32_t u = io_load_le32(src + 4 * i);
@@ -123,7 +134,8 @@ static void convert_to_f32(const unsigned char *src, io_elem el, float *dst,
 }
 
 static int convert_to_i32(const unsigned char *src, io_elem el, int32_t *dst,
-                          int64_t n, int64_t base_index, io_err *e) {
+                          int64_t n, int64_t base_index, io_err *e)
+{
     for (int64_t i = 0; i < n; i++) {
         if (el == IO_I32) {
             uint32_t u = io_load_le32(src + 4 * i);
@@ -146,7 +158,8 @@ static int convert_to_i32(const unsigned char *src, io_elem el, int32_t *dst,
 }
 
 int io_convert(const unsigned char *src, io_elem el, void *dst, kiln_dtype dt,
-               int64_t n, int64_t base_index, io_err *e) {
+               int64_t n, int64_t base_index, io_err *e)
+{
     if (dt == KILN_F32 && (el == IO_F32 || el == IO_F64 || el == IO_U8)) {
         convert_to_f32(src, el, dst, n);
         return 0;
@@ -158,8 +171,8 @@ int io_convert(const unsigned char *src, io_elem el, void *dst, kiln_dtype dt,
 }
 
 /* Reads exactly n bytes unless the source ends first; returns the count. */
-static int64_t read_full(io_reader *r, unsigned char *buf, size_t n,
-                         io_err *e) {
+static int64_t read_full(io_reader *r, unsigned char *buf, size_t n, io_err *e)
+{
     size_t got = 0;
     while (got < n) {
         int64_t k = r->read(r->ctx, buf + got, n - got, e);
@@ -172,7 +185,8 @@ static int64_t read_full(io_reader *r, unsigned char *buf, size_t n,
     return (int64_t)got;
 }
 
-int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e) {
+int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e)
+{
     enum { CHUNK = 1 << 16 };
     unsigned char buf[CHUNK];
     size_t esz = io_elem_size(el);
@@ -197,7 +211,8 @@ int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e) {
     return 0;
 }
 
-int io_expect_end(io_reader *r, int64_t expected, io_err *e) {
+int io_expect_end(io_reader *r, int64_t expected, io_err *e)
+{
     unsigned char buf[4096];
     int64_t extra = 0;
     for (;;) {
@@ -216,7 +231,8 @@ int io_expect_end(io_reader *r, int64_t expected, io_err *e) {
     return 0;
 }
 
-int io_elem_of_dtype(kiln_dtype dt, io_elem *el, io_err *e) {
+int io_elem_of_dtype(kiln_dtype dt, io_elem *el, io_err *e)
+{
     if (dt == KILN_F32) {
         *el = IO_F32;
         return 0;
@@ -230,14 +246,16 @@ int io_elem_of_dtype(kiln_dtype dt, io_elem *el, io_err *e) {
                    kiln_dtype_name(dt));
 }
 
-static int host_is_little_endian(void) {
+static int host_is_little_endian(void)
+{
     const uint16_t one = 1;
     unsigned char b;
     memcpy(&b, &one, 1);
     return b == 1;
 }
 
-const void *io_le_data(const kiln_tensor *t, void **owned, io_err *e) {
+const void *io_le_data(const kiln_tensor *t, void **owned, io_err *e)
+{
     *owned = NULL;
     if (host_is_little_endian())
         return kiln_tensor_data(t);

@@ -18,7 +18,9 @@ typedef struct io_err {
 } io_err;
 
 #define IO_ERR_INIT                                                            \
-    { KILN_ERR_IO, "" }
+    {                                                                          \
+        KILN_ERR_IO, ""                                                        \
+    }
 
 #if defined(__GNUC__)
 #define IO_PRINTF(a, b) __attribute__((format(printf, a, b)))

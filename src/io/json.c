@@ -9,7 +9,8 @@
    hostile input like "[[[[[...". */
 #define JSON_MAX_DEPTH 64
 
-static int fail(json_cursor *c, const char *fmt, ...) {
+static int fail(json_cursor *c, const char *fmt, ...)
+{
     if (c->err[0])
         return -1;
     char msg[120];
@@ -21,28 +22,32 @@ static int fail(json_cursor *c, const char *fmt, ...) {
     return -1;
 }
 
-void json_init(json_cursor *c, const char *text, size_t n) {
+void json_init(json_cursor *c, const char *text, size_t n)
+{
     c->begin = c->s = text;
     c->end = text + n;
     c->depth = 0;
     c->err[0] = '\0';
 }
 
-int json_peek(json_cursor *c) {
+int json_peek(json_cursor *c)
+{
     while (c->s < c->end &&
            (*c->s == ' ' || *c->s == '\t' || *c->s == '\n' || *c->s == '\r'))
         c->s++;
     return c->s < c->end ? (unsigned char)*c->s : -1;
 }
 
-int json_expect(json_cursor *c, char ch) {
+int json_expect(json_cursor *c, char ch)
+{
     if (json_peek(c) != (unsigned char)ch)
         return fail(c, "expected '%c'", ch);
     c->s++;
     return 0;
 }
 
-int json_next(json_cursor *c, char close, int *first) {
+int json_next(json_cursor *c, char close, int *first)
+{
     int ch = json_peek(c);
     if (ch == (unsigned char)close) {
         c->s++;
@@ -56,7 +61,8 @@ int json_next(json_cursor *c, char close, int *first) {
     return ch < 0 ? fail(c, "unexpected end") : 1;
 }
 
-static int hex4(json_cursor *c, unsigned *v) {
+static int hex4(json_cursor *c, unsigned *v)
+{
     *v = 0;
     for (int i = 0; i < 4; i++, c->s++) {
         if (c->s >= c->end)
@@ -73,7 +79,8 @@ static int hex4(json_cursor *c, unsigned *v) {
     return 0;
 }
 
-static size_t put_utf8(char *o, unsigned cp) {
+static size_t put_utf8(char *o, unsigned cp)
+{
     if (cp < 0x80) {
         o[0] = (char)cp;
         return 1;
@@ -97,7 +104,8 @@ static size_t put_utf8(char *o, unsigned cp) {
 }
 
 /* \uXXXX, joining a UTF-16 surrogate pair into one code point. */
-static int unicode_escape(json_cursor *c, unsigned *cp) {
+static int unicode_escape(json_cursor *c, unsigned *cp)
+{
     if (hex4(c, cp))
         return -1;
     if (*cp >= 0xDC00 && *cp <= 0xDFFF)
@@ -118,7 +126,8 @@ static int unicode_escape(json_cursor *c, unsigned *cp) {
     return 0;
 }
 
-static int escape(json_cursor *c, char *o, size_t *n) {
+static int escape(json_cursor *c, char *o, size_t *n)
+{
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     if (c->s >= c->end)
         return fail(c, "unterminated string");
@@ -138,7 +147,8 @@ static int escape(json_cursor *c, char *o, size_t *n) {
 }
 
 /* The input is taken as UTF-8 as is: names are only compared and printed. */
-int json_string(json_cursor *c, char **out) {
+int json_string(json_cursor *c, char **out)
+{
     *out = NULL;
     if (json_expect(c, '"'))
         return -1;
@@ -168,7 +178,8 @@ int json_string(json_cursor *c, char **out) {
 }
 
 /* JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int scan_number(json_cursor *c, int *is_int) {
+static int scan_number(json_cursor *c, int *is_int)
+{
     const char *p = c->s;
     *is_int = 1;
     if (p < c->end && *p == '-')
@@ -200,7 +211,8 @@ static int scan_number(json_cursor *c, int *is_int) {
     return 0;
 }
 
-int json_uint(json_cursor *c, int64_t *out) {
+int json_uint(json_cursor *c, int64_t *out)
+{
     json_peek(c);
     const char *start = c->s;
     int is_int;
@@ -218,7 +230,8 @@ int json_uint(json_cursor *c, int64_t *out) {
     return 0;
 }
 
-static int skip_literal(json_cursor *c) {
+static int skip_literal(json_cursor *c)
+{
     static const char *const words[] = {"true", "false", "null"};
     for (int i = 0; i < 3; i++) {
         size_t n = strlen(words[i]);
@@ -230,7 +243,8 @@ static int skip_literal(json_cursor *c) {
     return fail(c, "unexpected character");
 }
 
-static int skip_container(json_cursor *c, char open, char close) {
+static int skip_container(json_cursor *c, char open, char close)
+{
     if (++c->depth > JSON_MAX_DEPTH)
         return fail(c, "nested too deeply");
     c->s++;
@@ -251,7 +265,8 @@ static int skip_container(json_cursor *c, char open, char close) {
     return more;
 }
 
-int json_skip(json_cursor *c) {
+int json_skip(json_cursor *c)
+{
     int ch = json_peek(c), is_int;
     char *s;
     switch (ch) {
@@ -273,7 +288,8 @@ int json_skip(json_cursor *c) {
     }
 }
 
-int json_finish(json_cursor *c) {
+int json_finish(json_cursor *c)
+{
     if (json_peek(c) != -1)
         return fail(c, "text after the JSON value");
     return 0;

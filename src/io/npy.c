@@ -19,13 +19,15 @@ typedef struct dict_parser {
     io_err *e;
 } dict_parser;
 
-static void skip_ws(dict_parser *p) {
+static void skip_ws(dict_parser *p)
+{
     while (p->s < p->end &&
            (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
         p->s++;
 }
 
-static int expect(dict_parser *p, char c) {
+static int expect(dict_parser *p, char c)
+{
     skip_ws(p);
     if (p->s >= p->end || *p->s != c)
         return io_fail(p->e, "bad npy header: expected '%c' in dict", c);
@@ -34,7 +36,8 @@ static int expect(dict_parser *p, char c) {
 }
 
 /* 'text' or "text" without escapes, copied into out (cap bytes). */
-static int parse_pystr(dict_parser *p, char *out, size_t cap) {
+static int parse_pystr(dict_parser *p, char *out, size_t cap)
+{
     skip_ws(p);
     if (p->s >= p->end || (*p->s != '\'' && *p->s != '"'))
         return io_fail(p->e, "bad npy header: expected a quoted string");
@@ -52,7 +55,8 @@ static int parse_pystr(dict_parser *p, char *out, size_t cap) {
     return 0;
 }
 
-static int parse_descr(dict_parser *p, io_elem *el) {
+static int parse_descr(dict_parser *p, io_elem *el)
+{
     static const struct {
         const char *descr;
         io_elem elem;
@@ -77,7 +81,8 @@ static int parse_descr(dict_parser *p, io_elem *el) {
                    d);
 }
 
-static int parse_bool(dict_parser *p, int *v) {
+static int parse_bool(dict_parser *p, int *v)
+{
     skip_ws(p);
     size_t left = (size_t)(p->end - p->s);
     if (left >= 4 && memcmp(p->s, "True", 4) == 0) {
@@ -93,7 +98,8 @@ static int parse_bool(dict_parser *p, int *v) {
 }
 
 /* A non-negative decimal, with Python 2's optional 'L' suffix. */
-static int parse_dim(dict_parser *p, int64_t *v) {
+static int parse_dim(dict_parser *p, int64_t *v)
+{
     skip_ws(p);
     if (p->s >= p->end || *p->s < '0' || *p->s > '9')
         return io_fail(p->e, "bad npy header: bad shape dimension");
@@ -109,7 +115,8 @@ static int parse_dim(dict_parser *p, int64_t *v) {
     return 0;
 }
 
-static int parse_shape(dict_parser *p, kiln_shape *shape) {
+static int parse_shape(dict_parser *p, kiln_shape *shape)
+{
     shape->ndim = 0;
     if (expect(p, '('))
         return -1;
@@ -133,7 +140,8 @@ static int parse_shape(dict_parser *p, kiln_shape *shape) {
 }
 
 /* One "key: value" entry; seen[] catches repeated keys. */
-static int parse_entry(dict_parser *p, npy_header *h, int seen[3]) {
+static int parse_entry(dict_parser *p, npy_header *h, int seen[3])
+{
     char key[32];
     if (parse_pystr(p, key, sizeof key) || expect(p, ':'))
         return -1;
@@ -158,7 +166,8 @@ static int parse_entry(dict_parser *p, npy_header *h, int seen[3]) {
     return 0;
 }
 
-static int parse_dict(const char *s, size_t n, npy_header *h, io_err *e) {
+static int parse_dict(const char *s, size_t n, npy_header *h, io_err *e)
+{
     dict_parser p = {s, s + n, e};
     int seen[3] = {0, 0, 0};
     if (expect(&p, '{'))
@@ -187,7 +196,8 @@ static int parse_dict(const char *s, size_t n, npy_header *h, io_err *e) {
     return 0;
 }
 
-static int read_exact(io_reader *r, void *buf, size_t n, io_err *e) {
+static int read_exact(io_reader *r, void *buf, size_t n, io_err *e)
+{
     size_t got = 0;
     while (got < n) {
         int64_t k = r->read(r->ctx, (char *)buf + got, n - got, e);
@@ -202,7 +212,8 @@ static int read_exact(io_reader *r, void *buf, size_t n, io_err *e) {
 
 /* Magic and version; the dict length field is 2 bytes in 1.0, 4 after. */
 static int read_prefix(io_reader *r, size_t *prefix, size_t *dict_len,
-                       io_err *e) {
+                       io_err *e)
+{
     unsigned char b[12];
     if (read_exact(r, b, 10, e))
         return -1;
@@ -224,7 +235,8 @@ static int read_prefix(io_reader *r, size_t *prefix, size_t *dict_len,
     return 0;
 }
 
-int npy_read_header(io_reader *r, npy_header *h, io_err *e) {
+int npy_read_header(io_reader *r, npy_header *h, io_err *e)
+{
     size_t prefix = 0, len = 0;
     memset(h, 0, sizeof *h);
     if (read_prefix(r, &prefix, &len, e))
@@ -243,7 +255,8 @@ int npy_read_header(io_reader *r, npy_header *h, io_err *e) {
     return 0;
 }
 
-size_t npy_format_header(unsigned char *buf, io_elem el, kiln_shape shape) {
+size_t npy_format_header(unsigned char *buf, io_elem el, kiln_shape shape)
+{
     char dict[NPY_HEADER_MAX];
     int n = snprintf(dict, sizeof dict,
                      "{'descr': '%s', 'fortran_order': False, 'shape': (",

@@ -17,7 +17,8 @@
 
 /* ------------------------------------------------------------ reading */
 
-static int64_t zip_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+static int64_t zip_reader_read(void *ctx, void *buf, size_t n, io_err *e)
+{
     zip_file_t *zf = ctx;
     zip_int64_t k = zip_fread(zf, buf, n);
     if (k < 0)
@@ -28,7 +29,8 @@ static int64_t zip_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
 /* "W0.npy" -> "W0"; members that are not .npy arrays are an error, as
    np.load would hand them back as raw bytes. */
 static int member_tensor_name(const char *member, char *name, size_t cap,
-                              io_err *e) {
+                              io_err *e)
+{
     size_t n = strlen(member);
     if (n <= 4 || strcmp(member + n - 4, ".npy") != 0)
         return io_fail(e, "member '%s' is not a .npy array", member);
@@ -41,8 +43,8 @@ static int member_tensor_name(const char *member, char *name, size_t cap,
 
 /* The zip directory's size for the member must match the header's shape
    before anything is allocated from that shape. */
-static int check_member_size(const npy_header *h, zip_uint64_t size,
-                             io_err *e) {
+static int check_member_size(const npy_header *h, zip_uint64_t size, io_err *e)
+{
     uint64_t want = (uint64_t)h->numel * io_elem_size(h->elem);
     uint64_t have = size - (uint64_t)h->header_bytes;
     if (size < (uint64_t)h->header_bytes || have != want) {
@@ -58,7 +60,8 @@ static int check_member_size(const npy_header *h, zip_uint64_t size,
 }
 
 static int load_member_data(io_reader *r, const npy_header *h, const char *name,
-                            kiln_tensor_list *out, io_err *e) {
+                            kiln_tensor_list *out, io_err *e)
+{
     kiln_tensor *t = kiln_tensor_new(io_elem_natural(h->elem), h->shape);
     if (!t) {
         e->status = KILN_ERR_MEMORY;
@@ -74,7 +77,8 @@ static int load_member_data(io_reader *r, const npy_header *h, const char *name,
 }
 
 static int load_member(zip_t *za, zip_uint64_t i, kiln_tensor_list *out,
-                       io_info_fn fn, void *ctx, io_err *e) {
+                       io_info_fn fn, void *ctx, io_err *e)
+{
     zip_stat_t st;
     char name[IO_NAME_MAX + 1];
     if (zip_stat_index(za, i, 0, &st) != 0)
@@ -99,7 +103,8 @@ static int load_member(zip_t *za, zip_uint64_t i, kiln_tensor_list *out,
     return 0;
 }
 
-static zip_t *open_archive(const char *path, io_err *e) {
+static zip_t *open_archive(const char *path, io_err *e)
+{
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         io_fail(e, "cannot open: %s", strerror(errno));
@@ -118,7 +123,8 @@ static zip_t *open_archive(const char *path, io_err *e) {
 }
 
 int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
-             io_err *e) {
+             io_err *e)
+{
     zip_t *za = open_archive(path, e);
     if (!za)
         return -1;
@@ -130,7 +136,8 @@ int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
     return rc;
 }
 
-kiln_tensor_list *kiln_npz_read(const char *path) {
+kiln_tensor_list *kiln_npz_read(const char *path)
+{
     if (!path) {
         kiln_set_last_error("kiln_npz_read: NULL path");
         return NULL;
@@ -156,7 +163,8 @@ typedef struct npz_pending {
     int count;
 } npz_pending;
 
-static void pending_free(npz_pending *p) {
+static void pending_free(npz_pending *p)
+{
     for (int i = 0; i < p->count && p->swapped; i++)
         free(p->swapped[i]);
     free(p->swapped);
@@ -166,7 +174,8 @@ static void pending_free(npz_pending *p) {
 /* One member: the header and the tensor's own bytes as two fragments, so
    the data is not copied. */
 static int add_member(zip_t *za, const char *name, const kiln_tensor *t,
-                      npz_pending *p, int i, int compress, io_err *e) {
+                      npz_pending *p, int i, int compress, io_err *e)
+{
     io_elem el;
     if (io_elem_of_dtype(kiln_tensor_dtype(t), &el, e))
         return io_prefix(e, "tensor '%s': ", name);
@@ -197,7 +206,8 @@ static int add_member(zip_t *za, const char *name, const kiln_tensor *t,
 
 /* libzip deletes an archive with no members on close; numpy writes the
    bare end-of-central-directory record instead, and so do we. */
-static int write_empty_zip(io_atomic *a, io_err *e) {
+static int write_empty_zip(io_atomic *a, io_err *e)
+{
     static const unsigned char eocd[22] = {'P', 'K', 5, 6};
     if (write(a->fd, eocd, sizeof eocd) != (ssize_t)sizeof eocd)
         return io_fail(e, "cannot write '%s': %s", a->tmp, strerror(errno));
@@ -205,7 +215,8 @@ static int write_empty_zip(io_atomic *a, io_err *e) {
 }
 
 static int write_members(const char *tmp, const kiln_tensor_list *l,
-                         int compress, io_err *e) {
+                         int compress, io_err *e)
+{
     int n = kiln_tensor_list_count(l), code = 0, rc = 0;
     npz_pending p = {calloc((size_t)n, NPY_HEADER_MAX),
                      calloc((size_t)n, sizeof(void *)), n};
@@ -232,7 +243,8 @@ static int write_members(const char *tmp, const kiln_tensor_list *l,
 }
 
 kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
-                           int compress) {
+                           int compress)
+{
     if (!path || !l) {
         kiln_set_last_error("kiln_npz_write: NULL %s", path ? "list" : "path");
         return KILN_ERR_ARG;
@@ -261,24 +273,28 @@ kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
 
 #else /* !KILN_HAVE_LIBZIP */
 
-static int no_libzip(io_err *e) {
+static int no_libzip(io_err *e)
+{
     return io_fail(e, "built without libzip: .npz files unsupported");
 }
 
 int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
-             io_err *e) {
+             io_err *e)
+{
     (void)path, (void)out, (void)fn, (void)ctx;
     return no_libzip(e);
 }
 
-kiln_tensor_list *kiln_npz_read(const char *path) {
+kiln_tensor_list *kiln_npz_read(const char *path)
+{
     kiln_set_last_error("kiln_npz_read: %s: built without libzip",
                         path ? path : "(null)");
     return NULL;
 }
 
 kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
-                           int compress) {
+                           int compress)
+{
     (void)l, (void)compress;
     kiln_set_last_error("kiln_npz_write: %s: built without libzip",
                         path ? path : "(null)");

@@ -31,7 +31,8 @@ typedef struct st_header {
     int count, capacity;
 } st_header;
 
-static void header_free(st_header *h) {
+static void header_free(st_header *h)
+{
     for (int i = 0; i < h->count; i++)
         free(h->items[i].name);
     free(h->items);
@@ -39,7 +40,8 @@ static void header_free(st_header *h) {
 
 /* ------------------------------------------------------------ header */
 
-static int parse_dtype(json_cursor *c, io_elem *el, io_err *e) {
+static int parse_dtype(json_cursor *c, io_elem *el, io_err *e)
+{
     static const struct {
         const char *name;
         io_elem elem;
@@ -61,7 +63,8 @@ static int parse_dtype(json_cursor *c, io_elem *el, io_err *e) {
 
 /* A JSON array of at most max non-negative integers; *n gets the count. */
 static int parse_uint_array(json_cursor *c, int64_t *v, int max, int *n,
-                            io_err *e) {
+                            io_err *e)
+{
     int first = 1, more;
     *n = 0;
     if (json_expect(c, '['))
@@ -75,8 +78,8 @@ static int parse_uint_array(json_cursor *c, int64_t *v, int max, int *n,
     return more;
 }
 
-static int parse_field(json_cursor *c, const char *key, st_entry *t,
-                       io_err *e) {
+static int parse_field(json_cursor *c, const char *key, st_entry *t, io_err *e)
+{
     int n;
     int64_t off[2];
     if (strcmp(key, "dtype") == 0)
@@ -100,7 +103,8 @@ static int parse_field(json_cursor *c, const char *key, st_entry *t,
 }
 
 /* {"dtype": ..., "shape": [...], "data_offsets": [b, e]}, each once. */
-static int parse_entry(json_cursor *c, st_entry *t, io_err *e) {
+static int parse_entry(json_cursor *c, st_entry *t, io_err *e)
+{
     static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
     int seen[3] = {0, 0, 0}, first = 1, more;
     if (json_expect(c, '{'))
@@ -123,7 +127,8 @@ static int parse_entry(json_cursor *c, st_entry *t, io_err *e) {
     return more;
 }
 
-static st_entry *header_push(st_header *h) {
+static st_entry *header_push(st_header *h)
+{
     if (h->count == h->capacity) {
         int cap = h->capacity ? 2 * h->capacity : 16;
         st_entry *items = realloc(h->items, (size_t)cap * sizeof *items);
@@ -137,7 +142,8 @@ static st_entry *header_push(st_header *h) {
     return t;
 }
 
-static int parse_member(json_cursor *c, char *key, st_header *h, io_err *e) {
+static int parse_member(json_cursor *c, char *key, st_header *h, io_err *e)
+{
     if (strcmp(key, "__metadata__") == 0) {
         free(key);
         if (json_peek(c) != '{')
@@ -161,7 +167,8 @@ static int parse_member(json_cursor *c, char *key, st_header *h, io_err *e) {
     return 0;
 }
 
-static int parse_header(const char *text, size_t n, st_header *h, io_err *e) {
+static int parse_header(const char *text, size_t n, st_header *h, io_err *e)
+{
     json_cursor c;
     int first = 1, more;
     e->msg[0] = '\0';
@@ -190,7 +197,8 @@ bad:
 
 /* ------------------------------------------------------------ checks */
 
-static int check_entry(const st_entry *t, int64_t data_size, io_err *e) {
+static int check_entry(const st_entry *t, int64_t data_size, io_err *e)
+{
     char s[128];
     int64_t numel = io_checked_numel(t->shape, ST_MAX_NUMEL);
     if (numel < 0)
@@ -210,7 +218,8 @@ static int check_entry(const st_entry *t, int64_t data_size, io_err *e) {
     return 0;
 }
 
-static int by_offset(const void *a, const void *b) {
+static int by_offset(const void *a, const void *b)
+{
     const st_entry *x = a, *y = b;
     if (x->begin != y->begin)
         return x->begin < y->begin ? -1 : 1;
@@ -219,7 +228,8 @@ static int by_offset(const void *a, const void *b) {
 
 /* Sorts into data order and requires the tensors to tile the data section
    exactly, as the format's specification does (no holes, no overlap). */
-static int check_layout(st_header *h, int64_t data_size, io_err *e) {
+static int check_layout(st_header *h, int64_t data_size, io_err *e)
+{
     for (int i = 0; i < h->count; i++)
         if (check_entry(&h->items[i], data_size, e))
             return -1;
@@ -244,7 +254,8 @@ static int check_layout(st_header *h, int64_t data_size, io_err *e) {
 
 /* ------------------------------------------------------------ reading */
 
-static int64_t file_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
+static int64_t file_reader_read(void *ctx, void *buf, size_t n, io_err *e)
+{
     FILE *f = ctx;
     size_t k = fread(buf, 1, n, f);
     if (k < n && ferror(f))
@@ -252,7 +263,8 @@ static int64_t file_reader_read(void *ctx, void *buf, size_t n, io_err *e) {
     return (int64_t)k;
 }
 
-static int read_header(FILE *f, st_header *h, int64_t *data_start, io_err *e) {
+static int read_header(FILE *f, st_header *h, int64_t *data_start, io_err *e)
+{
     struct stat st;
     unsigned char len8[8];
     if (fstat(fileno(f), &st) != 0)
@@ -282,7 +294,8 @@ static int read_header(FILE *f, st_header *h, int64_t *data_start, io_err *e) {
 }
 
 static int load_entry(FILE *f, const st_entry *t, int64_t data_start,
-                      kiln_tensor_list *out, io_err *e) {
+                      kiln_tensor_list *out, io_err *e)
+{
     kiln_tensor *x = kiln_tensor_new(io_elem_natural(t->elem), t->shape);
     if (!x) {
         e->status = KILN_ERR_MEMORY;
@@ -301,7 +314,8 @@ static int load_entry(FILE *f, const st_entry *t, int64_t data_start,
 }
 
 int safetensors_load(const char *path, kiln_tensor_list *out, io_info_fn fn,
-                     void *ctx, io_err *e) {
+                     void *ctx, io_err *e)
+{
     FILE *f = fopen(path, "rb");
     if (!f)
         return io_fail(e, "cannot open: %s", strerror(errno));
@@ -319,7 +333,8 @@ int safetensors_load(const char *path, kiln_tensor_list *out, io_info_fn fn,
     return rc;
 }
 
-kiln_tensor_list *kiln_safetensors_read(const char *path) {
+kiln_tensor_list *kiln_safetensors_read(const char *path)
+{
     if (!path) {
         kiln_set_last_error("kiln_safetensors_read: NULL path");
         return NULL;
@@ -345,7 +360,8 @@ typedef struct strbuf {
 } strbuf;
 
 static void sb_printf(strbuf *b, const char *fmt, ...) IO_PRINTF(2, 3);
-static void sb_printf(strbuf *b, const char *fmt, ...) {
+static void sb_printf(strbuf *b, const char *fmt, ...)
+{
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -370,7 +386,8 @@ static void sb_printf(strbuf *b, const char *fmt, ...) {
 
 /* Quotes, backslashes and control bytes are escaped; other bytes are
    copied, so UTF-8 names stay UTF-8. */
-static void sb_json_string(strbuf *b, const char *s) {
+static void sb_json_string(strbuf *b, const char *s)
+{
     sb_printf(b, "\"");
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
@@ -385,7 +402,8 @@ static void sb_json_string(strbuf *b, const char *s) {
 }
 
 static int write_entry_json(strbuf *b, const char *name, const kiln_tensor *t,
-                            int64_t *offset, io_err *e) {
+                            int64_t *offset, io_err *e)
+{
     io_elem el;
     if (strcmp(name, "__metadata__") == 0)
         return io_fail(e, "'__metadata__' is reserved, not a tensor name");
@@ -409,7 +427,8 @@ static int write_entry_json(strbuf *b, const char *name, const kiln_tensor *t,
 
 /* The JSON header, padded with spaces so that the data starts 8-byte
    aligned, as the reference writer does. */
-static int build_header(const kiln_tensor_list *l, strbuf *b, io_err *e) {
+static int build_header(const kiln_tensor_list *l, strbuf *b, io_err *e)
+{
     int64_t offset = 0;
     sb_printf(b, "{");
     for (int i = 0; i < kiln_tensor_list_count(l); i++)
@@ -427,7 +446,8 @@ static int build_header(const kiln_tensor_list *l, strbuf *b, io_err *e) {
 }
 
 static int write_body(FILE *f, const kiln_tensor_list *l, const strbuf *hdr,
-                      io_err *e) {
+                      io_err *e)
+{
     unsigned char len8[8];
     io_store_le64(len8, hdr->n);
     int ok =
@@ -448,7 +468,8 @@ static int write_body(FILE *f, const kiln_tensor_list *l, const strbuf *hdr,
 }
 
 static int write_file(io_atomic *a, const kiln_tensor_list *l,
-                      const strbuf *hdr, io_err *e) {
+                      const strbuf *hdr, io_err *e)
+{
     FILE *f = fdopen(a->fd, "wb");
     if (!f)
         return io_fail(e, "cannot write '%s': %s", a->tmp, strerror(errno));
@@ -459,8 +480,8 @@ static int write_file(io_atomic *a, const kiln_tensor_list *l,
     return rc;
 }
 
-kiln_status kiln_safetensors_write(const char *path,
-                                   const kiln_tensor_list *l) {
+kiln_status kiln_safetensors_write(const char *path, const kiln_tensor_list *l)
+{
     if (!path || !l) {
         kiln_set_last_error("kiln_safetensors_write: NULL %s",
                             path ? "list" : "path");

@@ -18,14 +18,16 @@ struct kiln_tensor_list {
     int count, capacity;
 };
 
-kiln_tensor_list *kiln_tensor_list_new(void) {
+kiln_tensor_list *kiln_tensor_list_new(void)
+{
     kiln_tensor_list *l = calloc(1, sizeof *l);
     if (!l)
         kiln_set_last_error("kiln_tensor_list_new: out of memory");
     return l;
 }
 
-void kiln_tensor_list_free(kiln_tensor_list *l) {
+void kiln_tensor_list_free(kiln_tensor_list *l)
+{
     if (!l)
         return;
     for (int i = 0; i < l->count; i++) {
@@ -36,24 +38,27 @@ void kiln_tensor_list_free(kiln_tensor_list *l) {
     free(l);
 }
 
-int kiln_tensor_list_count(const kiln_tensor_list *l) {
+int kiln_tensor_list_count(const kiln_tensor_list *l)
+{
     return l ? l->count : 0;
 }
 
-const char *kiln_tensor_list_name(const kiln_tensor_list *l, int i) {
+const char *kiln_tensor_list_name(const kiln_tensor_list *l, int i)
+{
     if (!l || i < 0 || i >= l->count)
         return NULL;
     return l->items[i].name;
 }
 
-kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i) {
+kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i)
+{
     if (!l || i < 0 || i >= l->count)
         return NULL;
     return l->items[i].tensor;
 }
 
-kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l,
-                                   const char *name) {
+kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l, const char *name)
+{
     if (!l || !name)
         return NULL;
     for (int i = 0; i < l->count; i++)
@@ -62,7 +67,8 @@ kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l,
     return NULL;
 }
 
-static int grow(kiln_tensor_list *l) {
+static int grow(kiln_tensor_list *l)
+{
     if (l->count < l->capacity)
         return 0;
     int cap = l->capacity ? 2 * l->capacity : 8;
@@ -75,7 +81,8 @@ static int grow(kiln_tensor_list *l) {
 }
 
 kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
-                                 kiln_tensor *t) {
+                                 kiln_tensor *t)
+{
     if (!l || !name || !t || !name[0]) {
         kiln_set_last_error("kiln_tensor_list_add: %s",
                             !l                  ? "NULL list"
@@ -102,7 +109,8 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
 }
 
 int io_list_add(kiln_tensor_list *out, const char *name, kiln_tensor *t,
-                io_err *e) {
+                io_err *e)
+{
     if (kiln_tensor_list_find(out, name)) {
         kiln_tensor_free(t);
         return io_fail(e, "tensor name '%s' appears twice", name);

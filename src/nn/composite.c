@@ -18,8 +18,9 @@ kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)
     if (!check_f32_operand(g, "kiln_gelu", x))
         return &g->poison;
     kiln_node *x3 = kiln_mul(g, kiln_mul(g, x, x), x);
-    kiln_node *inner = kiln_scale(g, kiln_add(g, x, kiln_scale(g, x3, 0.044715f)),
-                                  0.7978845608028654f); /* sqrt(2/pi) */
+    kiln_node *inner =
+        kiln_scale(g, kiln_add(g, x, kiln_scale(g, x3, 0.044715f)),
+                   0.7978845608028654f); /* sqrt(2/pi) */
     kiln_node *t = kiln_add(g, kiln_scalar(g, 1.0f), kiln_tanh(g, inner));
     return kiln_mul(g, kiln_scale(g, x, 0.5f), t);
 }
@@ -43,8 +44,9 @@ static kiln_node *shifted(kiln_graph *g, kiln_node *x, int axis, const char *fn)
         return &g->poison;
     int nd = x->shape.ndim;
     if (axis < -nd || axis >= nd)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: axis %d out of range for %d dims",
-                               fn, axis, nd);
+        return kiln_graph_fail(g, KILN_ERR_ARG,
+                               "%s: axis %d out of range for %d dims", fn, axis,
+                               nd);
     unsigned ax = 1u << (axis < 0 ? axis + nd : axis);
     kiln_node *m = kiln_stop_gradient(g, kiln_reduce_max(g, x, ax, 1));
     return kiln_sub(g, x, m);
@@ -59,7 +61,8 @@ kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis)
         return z;
     int nd = x->shape.ndim;
     kiln_node *e = kiln_exp(g, z);
-    return kiln_div(g, e, kiln_sum(g, e, 1u << (axis < 0 ? axis + nd : axis), 1));
+    return kiln_div(g, e,
+                    kiln_sum(g, e, 1u << (axis < 0 ? axis + nd : axis), 1));
 }
 
 kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis)
@@ -85,8 +88,8 @@ kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b)
     return kiln_add(g, kiln_matmul(g, x, w, 0, 0), b);
 }
 
-kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs, kiln_node *onehot,
-                              kiln_node *n, float log_min)
+kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
+                              kiln_node *onehot, kiln_node *n, float log_min)
 {
     const char *fn = "kiln_cross_entropy";
     if (!g)
@@ -96,10 +99,11 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs, kiln_node *onehot
         return &g->poison;
     if (!kiln_shape_equal(probs->shape, onehot->shape)) {
         char b1[96], b2[96];
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: probabilities %s and one-hot labels %s differ",
-                               fn, kiln_shape_str(probs->shape, b1, sizeof b1),
-                               kiln_shape_str(onehot->shape, b2, sizeof b2));
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE,
+            "%s: probabilities %s and one-hot labels %s differ", fn,
+            kiln_shape_str(probs->shape, b1, sizeof b1),
+            kiln_shape_str(onehot->shape, b2, sizeof b2));
     }
     kiln_node *clipped = kiln_max(g, probs, kiln_scalar(g, expf(log_min)));
     kiln_node *s = kiln_sum(g, kiln_mul(g, kiln_log(g, clipped), onehot),
@@ -116,13 +120,15 @@ static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
         return 0;
     if (scores->shape.ndim != 2 || labels->shape.ndim != 1 ||
         labels->shape.d[0] != scores->shape.d[0]) {
-        kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %s %s and labels %s: want [N,C] and [N]",
-                        fn, what, kiln_shape_str(scores->shape, b1, sizeof b1),
+        kiln_graph_fail(g, KILN_ERR_SHAPE,
+                        "%s: %s %s and labels %s: want [N,C] and [N]", fn, what,
+                        kiln_shape_str(scores->shape, b1, sizeof b1),
                         kiln_shape_str(labels->shape, b2, sizeof b2));
         return 0;
     }
     if (labels->dtype != KILN_I32) {
-        kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: labels have dtype %s, expected i32", fn,
+        kiln_graph_fail(g, KILN_ERR_DTYPE,
+                        "%s: labels have dtype %s, expected i32", fn,
                         kiln_dtype_name(labels->dtype));
         return 0;
     }
@@ -132,7 +138,8 @@ static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
 kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
                                       kiln_node *labels)
 {
-    return kiln_softmax_cross_entropy_reduce(g, logits, labels, KILN_REDUCE_MEAN);
+    return kiln_softmax_cross_entropy_reduce(g, logits, labels,
+                                             KILN_REDUCE_MEAN);
 }
 
 kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
@@ -152,7 +159,8 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
     int64_t n = probs->shape.d[0];
     float inv = n ? 1.0f / (float)n : 0.0f;
     kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
-    kiln_node *picked = kiln_sum(g, kiln_mul(g, kiln_log(g, probs), oh), KILN_ALL_AXES, 0);
+    kiln_node *picked =
+        kiln_sum(g, kiln_mul(g, kiln_log(g, probs), oh), KILN_ALL_AXES, 0);
     kiln_node *l = kiln_scale(g, picked, -inv);
     kiln_node *d = kiln_scale(g, kiln_sub(g, probs, oh), inv);
     if (g->status == KILN_OK) {
@@ -196,8 +204,8 @@ kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y)
     kiln_node *pc = kiln_min(g, kiln_max(g, p, kiln_scalar(g, eps)),
                              kiln_scalar(g, 1.0f - eps));
     kiln_node *one = kiln_scalar(g, 1.0f);
-    kiln_node *t = kiln_add(g, kiln_mul(g, y, kiln_log(g, pc)),
-                            kiln_mul(g, kiln_sub(g, one, y),
-                                     kiln_log(g, kiln_sub(g, one, pc))));
+    kiln_node *t = kiln_add(
+        g, kiln_mul(g, y, kiln_log(g, pc)),
+        kiln_mul(g, kiln_sub(g, one, y), kiln_log(g, kiln_sub(g, one, pc))));
     return kiln_neg(g, kiln_mean(g, t, KILN_ALL_AXES, 0));
 }

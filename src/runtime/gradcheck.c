@@ -35,14 +35,15 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
     const char *fn = "kiln_gradcheck";
     if (!s)
         return KILN_ERR_ARG;
-    if (!g || !loss || !wrt || n_wrt < 1 || (n_feed && (!feed_nodes || !feeds)) ||
-        eps <= 0 || tol <= 0)
+    if (!g || !loss || !wrt || n_wrt < 1 ||
+        (n_feed && (!feed_nodes || !feeds)) || eps <= 0 || tol <= 0)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: bad arguments", fn);
     for (int i = 0; i < n_wrt; i++)
-        if (!wrt[i] || (wrt[i]->op != KILN_OP_VARIABLE && wrt[i]->op != KILN_OP_INPUT))
-            return kiln_session_fail(s, KILN_ERR_ARG,
-                                     "%s: wrt[%d] must be a variable or an input",
-                                     fn, i);
+        if (!wrt[i] ||
+            (wrt[i]->op != KILN_OP_VARIABLE && wrt[i]->op != KILN_OP_INPUT))
+            return kiln_session_fail(
+                s, KILN_ERR_ARG, "%s: wrt[%d] must be a variable or an input",
+                fn, i);
     kiln_gradcheck_result local = {0};
     if (!res)
         res = &local;
@@ -74,7 +75,8 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
     for (int i = 0; i < n_wrt && st == KILN_OK; i++) {
         float *x = element_storage(s, wrt[i], feed_nodes, feeds, n_feed);
         if (!x) {
-            st = kiln_session_fail(s, KILN_ERR_ARG, "%s: wrt[%d] is not fed", fn, i);
+            st = kiln_session_fail(s, KILN_ERR_ARG, "%s: wrt[%d] is not fed",
+                                   fn, i);
             break;
         }
         const float *a = kiln_tensor_f32(vals[i]);
@@ -104,10 +106,11 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
         }
     }
     if (st == KILN_OK && res->max_rel_err > tol)
-        st = kiln_session_fail(s, KILN_ERR_NUMERIC,
-                               "%s: wrt[%d] element %lld: error %.3g exceeds %.3g",
-                               fn, res->worst_node, (long long)res->worst_index,
-                               res->max_rel_err, tol);
+        st = kiln_session_fail(
+            s, KILN_ERR_NUMERIC,
+            "%s: wrt[%d] element %lld: error %.3g exceeds %.3g", fn,
+            res->worst_node, (long long)res->worst_index, res->max_rel_err,
+            tol);
 done:
     if (st == KILN_ERR_MEMORY && !s->err[0])
         kiln_session_fail(s, st, "%s: out of memory", fn);

@@ -46,7 +46,10 @@ const char *kiln_session_error(const kiln_session *s)
     return s ? s->err : "session is NULL";
 }
 
-kiln_rng *kiln_session_rng(kiln_session *s) { return s ? &s->rng : NULL; }
+kiln_rng *kiln_session_rng(kiln_session *s)
+{
+    return s ? &s->rng : NULL;
+}
 
 kiln_var *kiln_session_find(const kiln_session *s, const char *name)
 {
@@ -56,7 +59,10 @@ kiln_var *kiln_session_find(const kiln_session *s, const char *name)
     return NULL;
 }
 
-int kiln_session_num_variables(const kiln_session *s) { return s ? s->n_vars : 0; }
+int kiln_session_num_variables(const kiln_session *s)
+{
+    return s ? s->n_vars : 0;
+}
 
 kiln_status kiln_session_variable_info(const kiln_session *s, int i,
                                        kiln_param_info *info)
@@ -86,7 +92,8 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
         kiln_set_last_error("kiln_init_fill: data is NULL");
         return KILN_ERR_ARG;
     }
-    int random = init.kind == KILN_INIT_UNIFORM || init.kind == KILN_INIT_NORMAL ||
+    int random = init.kind == KILN_INIT_UNIFORM ||
+                 init.kind == KILN_INIT_NORMAL ||
                  init.kind == KILN_INIT_GLOROT_UNIFORM;
     if (random && !rng && n) {
         kiln_set_last_error("kiln_init_fill: rng is NULL");
@@ -113,7 +120,8 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
         return KILN_OK;
     case KILN_INIT_UNIFORM:
         for (int64_t i = 0; i < n; i++)
-            data[i] = (float)(init.a + (init.b - init.a) * kiln_rng_uniform(rng));
+            data[i] =
+                (float)(init.a + (init.b - init.a) * kiln_rng_uniform(rng));
         return KILN_OK;
     case KILN_INIT_NORMAL:
         for (int64_t i = 0; i < n; i++)
@@ -128,7 +136,8 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
         return KILN_OK;
     }
     }
-    kiln_set_last_error("kiln_init_fill: unknown initialiser %d", (int)init.kind);
+    kiln_set_last_error("kiln_init_fill: unknown initialiser %d",
+                        (int)init.kind);
     return KILN_ERR_ARG;
 }
 
@@ -165,8 +174,8 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
     if (!s)
         return KILN_ERR_ARG;
     if (!name || !*name)
-        return kiln_session_fail(s, KILN_ERR_ARG,
-                                 "kiln_session_declare: a variable needs a name");
+        return kiln_session_fail(
+            s, KILN_ERR_ARG, "kiln_session_declare: a variable needs a name");
     kiln_var *v = kiln_session_find(s, name);
     if (v) {
         if (v->dtype != dt || !kiln_shape_equal(v->shape, shape))
@@ -179,9 +188,9 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
         return KILN_OK;
     }
     if (!kiln_dtype_supported(dt) || !kiln_shape_valid(shape))
-        return kiln_session_fail(s, KILN_ERR_ARG,
-                                 "kiln_session_declare: '%s': bad dtype or shape",
-                                 name);
+        return kiln_session_fail(
+            s, KILN_ERR_ARG, "kiln_session_declare: '%s': bad dtype or shape",
+            name);
     v = add_var(s, name, dt, shape, trainable);
     if (!v)
         return kiln_session_fail(s, KILN_ERR_MEMORY,
@@ -225,17 +234,16 @@ static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
     }
     kiln_var *v = kiln_session_find(s, name);
     if (!v) {
-        kiln_session_fail(s, KILN_ERR_NOTFOUND, "%s: no variable named '%s'", fn,
-                          name);
+        kiln_session_fail(s, KILN_ERR_NOTFOUND, "%s: no variable named '%s'",
+                          fn, name);
         return NULL;
     }
     if (v->dtype != t->dtype || !kiln_shape_equal(v->shape, t->shape)) {
-        kiln_session_fail(s, v->dtype != t->dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
-                          "%s: variable '%s' is %s%s, tensor is %s%s", fn, name,
-                          kiln_dtype_name(v->dtype),
-                          kiln_shape_str(v->shape, b1, sizeof b1),
-                          kiln_dtype_name(t->dtype),
-                          kiln_shape_str(t->shape, b2, sizeof b2));
+        kiln_session_fail(
+            s, v->dtype != t->dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
+            "%s: variable '%s' is %s%s, tensor is %s%s", fn, name,
+            kiln_dtype_name(v->dtype), kiln_shape_str(v->shape, b1, sizeof b1),
+            kiln_dtype_name(t->dtype), kiln_shape_str(t->shape, b2, sizeof b2));
         return NULL;
     }
     return v;

@@ -13,18 +13,26 @@ static int has_suffix(const char *path, const char *suffix)
     return n >= k && strcmp(path + n - k, suffix) == 0;
 }
 
-static int is_safetensors(const char *path) { return has_suffix(path, ".safetensors"); }
-static int is_bin(const char *path) { return has_suffix(path, ".bin"); }
+static int is_safetensors(const char *path)
+{
+    return has_suffix(path, ".safetensors");
+}
+static int is_bin(const char *path)
+{
+    return has_suffix(path, ".bin");
+}
 
 kiln_status kiln_session_save(kiln_session *s, const char *path)
 {
     if (!s)
         return KILN_ERR_ARG;
     if (!path)
-        return kiln_session_fail(s, KILN_ERR_ARG, "kiln_session_save: path is NULL");
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_session_save: path is NULL");
     kiln_tensor_list *l = kiln_tensor_list_new();
     if (!l)
-        return kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_session_save: out of memory");
+        return kiln_session_fail(s, KILN_ERR_MEMORY,
+                                 "kiln_session_save: out of memory");
     kiln_status st = KILN_OK;
     for (int i = 0; i < s->n_vars && st == KILN_OK; i++) {
         kiln_var *v = &s->vars[i];
@@ -37,8 +45,10 @@ kiln_status kiln_session_save(kiln_session *s, const char *path)
                       (int32_t)(uint32_t)(s->rng.state >> 32),
                       (int32_t)(uint32_t)s->rng.inc,
                       (int32_t)(uint32_t)(s->rng.inc >> 32)};
-    kiln_tensor *r = st == KILN_OK ? kiln_tensor_wrap(KILN_I32, KILN_SHAPE(4), rng) : NULL;
-    if (st == KILN_OK && (!r || (st = kiln_tensor_list_add(l, RNG_KEY, r)) != KILN_OK))
+    kiln_tensor *r =
+        st == KILN_OK ? kiln_tensor_wrap(KILN_I32, KILN_SHAPE(4), rng) : NULL;
+    if (st == KILN_OK &&
+        (!r || (st = kiln_tensor_list_add(l, RNG_KEY, r)) != KILN_OK))
         kiln_tensor_free(r);
     if (st == KILN_OK)
         st = is_safetensors(path) ? kiln_safetensors_write(path, l)
@@ -46,7 +56,8 @@ kiln_status kiln_session_save(kiln_session *s, const char *path)
                                   : kiln_npz_write(path, l, 0);
     kiln_tensor_list_free(l);
     if (st != KILN_OK)
-        return kiln_session_fail(s, st, "kiln_session_save: %s", kiln_last_error());
+        return kiln_session_fail(s, st, "kiln_session_save: %s",
+                                 kiln_last_error());
     return KILN_OK;
 }
 
@@ -59,16 +70,19 @@ static kiln_status validate(kiln_session *s, const kiln_tensor_list *l,
         kiln_tensor *t = kiln_tensor_list_get(l, i);
         if (strcmp(name, RNG_KEY) == 0) {
             if (t->dtype != KILN_I32 || kiln_shape_numel(t->shape) != 4)
-                return kiln_session_fail(s, KILN_ERR_IO, "%s: bad %s entry", path,
-                                         RNG_KEY);
+                return kiln_session_fail(s, KILN_ERR_IO, "%s: bad %s entry",
+                                         path, RNG_KEY);
             continue;
         }
         kiln_var *v = kiln_session_find(s, name);
-        if (v && (v->dtype != t->dtype || !kiln_shape_equal(v->shape, t->shape)))
+        if (v &&
+            (v->dtype != t->dtype || !kiln_shape_equal(v->shape, t->shape)))
             return kiln_session_fail(
-                s, KILN_ERR_SHAPE, "%s: '%s' is %s%s in the file but %s%s in the session",
-                path, name, kiln_dtype_name(t->dtype),
-                kiln_shape_str(t->shape, b1, sizeof b1), kiln_dtype_name(v->dtype),
+                s, KILN_ERR_SHAPE,
+                "%s: '%s' is %s%s in the file but %s%s in the session", path,
+                name, kiln_dtype_name(t->dtype),
+                kiln_shape_str(t->shape, b1, sizeof b1),
+                kiln_dtype_name(v->dtype),
                 kiln_shape_str(v->shape, b2, sizeof b2));
     }
     return KILN_OK;
@@ -79,7 +93,8 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     if (!s)
         return KILN_ERR_ARG;
     if (!path)
-        return kiln_session_fail(s, KILN_ERR_ARG, "kiln_session_load: path is NULL");
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_session_load: path is NULL");
     kiln_tensor_list *l = kiln_file_read(path);
     if (!l)
         return kiln_session_fail(s, KILN_ERR_IO, "kiln_session_load: %s",
@@ -90,8 +105,8 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
         const char *name = kiln_tensor_list_name(l, i);
         kiln_tensor *t = kiln_tensor_list_get(l, i);
         if (strcmp(name, RNG_KEY) != 0 && !kiln_session_find(s, name))
-            st = kiln_session_declare(s, name, t->dtype, t->shape, kiln_init_zeros(),
-                                      t->dtype == KILN_F32);
+            st = kiln_session_declare(s, name, t->dtype, t->shape,
+                                      kiln_init_zeros(), t->dtype == KILN_F32);
     }
     for (int i = 0; st == KILN_OK && i < kiln_tensor_list_count(l); i++) {
         const char *name = kiln_tensor_list_name(l, i);

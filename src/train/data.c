@@ -44,7 +44,8 @@ kiln_status kiln_mnist_load(const char *dir, int train, float scale,
         kiln_tensor_free(x);
         return KILN_ERR_IO;
     }
-    if (x->shape.ndim != 3 || y->shape.ndim != 1 || x->shape.d[0] != y->shape.d[0]) {
+    if (x->shape.ndim != 3 || y->shape.ndim != 1 ||
+        x->shape.d[0] != y->shape.d[0]) {
         kiln_set_last_error("MNIST %s: %lld images but %lld labels", pre,
                             (long long)x->shape.d[0], (long long)y->shape.d[0]);
         kiln_tensor_free(x);
@@ -99,7 +100,8 @@ kiln_batcher *kiln_batcher_new(const kiln_tensor *x, const kiln_tensor *y,
         return NULL;
     }
     kiln_batcher *b = calloc(1, sizeof *b);
-    if (!b || !(b->order = malloc((size_t)(x->shape.d[0] + 1) * sizeof *b->order))) {
+    if (!b ||
+        !(b->order = malloc((size_t)(x->shape.d[0] + 1) * sizeof *b->order))) {
         free(b);
         kiln_set_last_error("kiln_batcher_new: out of memory");
         return NULL;
@@ -127,17 +129,21 @@ int64_t kiln_batcher_num_batches(const kiln_batcher *b)
 {
     if (!b)
         return 0;
-    return b->drop_last ? b->rows / b->batch : (b->rows + b->batch - 1) / b->batch;
+    return b->drop_last ? b->rows / b->batch
+                        : (b->rows + b->batch - 1) / b->batch;
 }
 
-kiln_rng *kiln_batcher_rng(kiln_batcher *b) { return b ? &b->rng : NULL; }
+kiln_rng *kiln_batcher_rng(kiln_batcher *b)
+{
+    return b ? &b->rng : NULL;
+}
 
 static int rows_match(const kiln_tensor *src, const kiln_tensor *dst, int batch)
 {
     if (!src)
         return dst == NULL;
-    if (!dst || dst->dtype != src->dtype || dst->shape.ndim != src->shape.ndim ||
-        dst->shape.d[0] != batch)
+    if (!dst || dst->dtype != src->dtype ||
+        dst->shape.ndim != src->shape.ndim || dst->shape.d[0] != batch)
         return 0;
     for (int d = 1; d < src->shape.ndim; d++)
         if (dst->shape.d[d] != src->shape.d[d])
@@ -148,14 +154,16 @@ static int rows_match(const kiln_tensor *src, const kiln_tensor *dst, int batch)
 static void copy_row(const kiln_tensor *src, kiln_tensor *dst, int64_t from,
                      int64_t to)
 {
-    size_t row = kiln_tensor_bytes(src) / (size_t)(src->shape.d[0] ? src->shape.d[0] : 1);
+    size_t row = kiln_tensor_bytes(src) /
+                 (size_t)(src->shape.d[0] ? src->shape.d[0] : 1);
     memcpy((char *)dst->data + (size_t)to * row,
            (const char *)src->data + (size_t)from * row, row);
 }
 
 int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
 {
-    if (!b || !rows_match(b->x, xb, b->batch) || !rows_match(b->y, yb, b->batch)) {
+    if (!b || !rows_match(b->x, xb, b->batch) ||
+        !rows_match(b->y, yb, b->batch)) {
         kiln_set_last_error("kiln_batcher_next: batch tensors must be shaped "
                             "[batch, ...] like the data");
         return -1;
@@ -189,7 +197,8 @@ kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
                                uint64_t seed)
 {
     if (!pvals || n_classes < 1 || dims < 1) {
-        kiln_set_last_error("kiln_mixture_new: need priors, classes >= 1, dims >= 1");
+        kiln_set_last_error(
+            "kiln_mixture_new: need priors, classes >= 1, dims >= 1");
         return NULL;
     }
     double total = 0;

@@ -28,7 +28,8 @@ struct kiln_optimizer {
     int custom_name; /* per-variable slots carry the name too */
 };
 
-kiln_optim_options kiln_optim_defaults(kiln_optim_kind kind) {
+kiln_optim_options kiln_optim_defaults(kiln_optim_kind kind)
+{
     kiln_optim_options o;
     memset(&o, 0, sizeof o);
     o.kind = kind;
@@ -58,12 +59,14 @@ kiln_optim_options kiln_optim_defaults(kiln_optim_kind kind) {
 
 /* ------------------------------------------------------------ options */
 
-static int nonneg(float v) {
+static int nonneg(float v)
+{
     return isfinite(v) && v >= 0.0f;
 }
 
 /* Writes why o is unusable into why; returns 0 then, 1 when it is fine. */
-static int check_options(const kiln_optim_options *o, char *why, size_t n) {
+static int check_options(const kiln_optim_options *o, char *why, size_t n)
+{
 #define BAD(...) return snprintf(why, n, __VA_ARGS__), 0
     if ((unsigned)o->kind > KILN_ADAMW)
         BAD("unknown optimiser kind %d", (int)o->kind);
@@ -124,17 +127,20 @@ static int check_options(const kiln_optim_options *o, char *why, size_t n) {
 #undef BAD
 }
 
-static int is_adam(const kiln_optimizer *o) {
+static int is_adam(const kiln_optimizer *o)
+{
     return o->o.kind == KILN_ADAM || o->o.kind == KILN_ADAMW;
 }
 
-static int accumulating(const kiln_optimizer *o) {
+static int accumulating(const kiln_optimizer *o)
+{
     return o->o.accumulate > 1;
 }
 
 /* "<name>.<slot>" for the optimiser-wide state. */
 static const char *global_name(const kiln_optimizer *o, const char *slot,
-                               char *buf) {
+                               char *buf)
+{
     snprintf(buf, STATE_NAME_MAX, "%s.%s", o->name, slot);
     return buf;
 }
@@ -142,7 +148,8 @@ static const char *global_name(const kiln_optimizer *o, const char *slot,
 /* "<var>.<slot>" ("<var>.<name>.<slot>" for a named optimiser); NULL when
    the name does not fit. */
 static const char *slot_name(const kiln_optimizer *o, const char *var,
-                             const char *slot, char *buf) {
+                             const char *slot, char *buf)
+{
     int n = o->custom_name
                 ? snprintf(buf, STATE_NAME_MAX, "%s.%s.%s", var, o->name, slot)
                 : snprintf(buf, STATE_NAME_MAX, "%s.%s", var, slot);
@@ -150,7 +157,8 @@ static const char *slot_name(const kiln_optimizer *o, const char *var,
 }
 
 kiln_optimizer *kiln_optimizer_new(kiln_session *s,
-                                   const kiln_optim_options *opt) {
+                                   const kiln_optim_options *opt)
+{
     const char *fn = "kiln_optimizer_new";
     char why[160], buf[STATE_NAME_MAX];
     if (!s) {
@@ -197,14 +205,16 @@ kiln_optimizer *kiln_optimizer_new(kiln_session *s,
     return o;
 }
 
-void kiln_optimizer_free(kiln_optimizer *o) {
+void kiln_optimizer_free(kiln_optimizer *o)
+{
     free(o);
 }
 
 /* ------------------------------------------------------------ schedule */
 
 /* Learning rate for a step with e steps before it, in double. */
-static double schedule_lr(const kiln_optim_options *o, double e) {
+static double schedule_lr(const kiln_optim_options *o, double e)
+{
     double w = o->warmup_steps;
     if (o->warmup_steps > 0) {
         if (e < w)
@@ -224,20 +234,23 @@ static double schedule_lr(const kiln_optim_options *o, double e) {
     }
 }
 
-static const float *state_value(const kiln_optimizer *o, const char *slot) {
+static const float *state_value(const kiln_optimizer *o, const char *slot)
+{
     char buf[STATE_NAME_MAX];
     kiln_var *v = kiln_session_find(o->s, global_name(o, slot, buf));
     return v && v->dtype == KILN_F32 ? v->data : NULL;
 }
 
-int64_t kiln_optimizer_step_count(const kiln_optimizer *o) {
+int64_t kiln_optimizer_step_count(const kiln_optimizer *o)
+{
     if (!o)
         return -1;
     const float *t = state_value(o, "step");
     return t ? (int64_t)*t : 0;
 }
 
-float kiln_optimizer_lr(const kiln_optimizer *o) {
+float kiln_optimizer_lr(const kiln_optimizer *o)
+{
     if (!o)
         return 0.0f;
     return (float)schedule_lr(&o->o, (double)kiln_optimizer_step_count(o));
@@ -253,18 +266,21 @@ typedef struct builder {
     int n_assigns, cap_assigns;
 } builder;
 
-static kiln_node *num(builder *b, float v) {
+static kiln_node *num(builder *b, float v)
+{
     return kiln_scalar(b->g, v);
 }
 
 /* 1 - v, rounded once from double. */
-static kiln_node *one_minus(builder *b, float v) {
+static kiln_node *one_minus(builder *b, float v)
+{
     return num(b, (float)(1.0 - (double)v));
 }
 
 /* The non-trainable f32 state variable name, created with value init. */
 static kiln_node *state_var(builder *b, const char *name, kiln_shape shape,
-                            float init) {
+                            float init)
+{
     if (!name)
         return kiln_graph_fail(b->g, KILN_ERR_ARG,
                                "optimiser: state variable name too long");
@@ -274,7 +290,8 @@ static kiln_node *state_var(builder *b, const char *name, kiln_shape shape,
     return kiln_node_set_trainable(v, 0);
 }
 
-static void assign(builder *b, kiln_node *var, kiln_node *value) {
+static void assign(builder *b, kiln_node *var, kiln_node *value)
+{
     if (b->n_assigns < b->cap_assigns)
         b->assigns[b->n_assigns++] = kiln_assign(b->g, var, value);
     else
@@ -283,13 +300,15 @@ static void assign(builder *b, kiln_node *var, kiln_node *value) {
 }
 
 /* Assigns value on the calls that apply the update, keeps var otherwise. */
-static void update(builder *b, kiln_node *var, kiln_node *value) {
+static void update(builder *b, kiln_node *var, kiln_node *value)
+{
     assign(b, var, b->apply ? kiln_select(b->g, b->apply, value, var) : value);
 }
 
 /* The scheduled learning rate for the step counted by t (steps applied,
    this one included), as schedule_lr in f32 nodes. */
-static kiln_node *lr_node(builder *b, kiln_node *t) {
+static kiln_node *lr_node(builder *b, kiln_node *t)
+{
     const kiln_optim_options *o = &b->o->o;
     kiln_graph *g = b->g;
     if (o->schedule == KILN_LR_CONSTANT && o->warmup_steps <= 0)
@@ -335,7 +354,8 @@ static kiln_node *lr_node(builder *b, kiln_node *t) {
 /* Bias correction 1 - beta^t kept as a state variable c and advanced by
    c' = (1 - beta) + beta c, which stays accurate in f32 where computing
    1 - beta^t would cancel. */
-static kiln_node *bias_correction(builder *b, const char *slot, float beta) {
+static kiln_node *bias_correction(builder *b, const char *slot, float beta)
+{
     char buf[STATE_NAME_MAX];
     kiln_node *c =
         state_var(b, global_name(b->o, slot, buf), KILN_SCALAR, 0.0f);
@@ -348,7 +368,8 @@ static kiln_node *bias_correction(builder *b, const char *slot, float beta) {
 /* Adds the update of vars (their gradients in grads, overwritten) and
    returns the doall of every assignment, or the poison node. */
 static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
-                               kiln_node **vars, kiln_node **grads, int n) {
+                               kiln_node **vars, kiln_node **grads, int n)
+{
     const kiln_optim_options *op = &o->o;
     char buf[STATE_NAME_MAX];
     builder bb = {o, g, NULL, NULL, 0, 4 * n + 8};
@@ -473,7 +494,8 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
 
 /* ------------------------------------------------------------ the two forms */
 
-kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g) {
+kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
+{
     const char *fn = "kiln_optimizer_update";
     if (!o) {
         kiln_set_last_error("%s: optimizer is NULL", fn);
@@ -516,7 +538,8 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g) {
 }
 
 kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
-                                     kiln_node *loss) {
+                                     kiln_node *loss)
+{
     const char *fn = "kiln_optimizer_build_step";
     char b1[96];
     if (!g)

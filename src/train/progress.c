@@ -41,7 +41,8 @@ void kiln_progress_update(kiln_progress *p, int64_t done, double loss,
         bar[i] = i < fill ? '#' : '.';
     bar[width] = 0;
     fprintf(p->out, "\r%s [%s] %lld/%lld loss %.4f %.0f samples/s ETA %.1fs ",
-            p->label, bar, (long long)done, (long long)p->total, loss, rate, eta);
+            p->label, bar, (long long)done, (long long)p->total, loss, rate,
+            eta);
     fflush(p->out);
 }
 
@@ -51,6 +52,7 @@ void kiln_progress_end(kiln_progress *p, const char *summary)
     if (p->tty)
         fputc('\n', p->out);
     fprintf(p->out, "%s %lld/%lld steps in %.2fs %s\n", p->label,
-            (long long)p->done, (long long)p->total, el, summary ? summary : "");
+            (long long)p->done, (long long)p->total, el,
+            summary ? summary : "");
     fflush(p->out);
 }
