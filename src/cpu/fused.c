@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { BLOCK = 128 };
+enum { BLOCK = 512 };
 
 int kiln_fused_op_ok(kiln_op op)
 {

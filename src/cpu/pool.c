@@ -34,9 +34,9 @@ static struct {
     /* per share of the current job: 0 free, 1 claimed (by its worker or,
        when that worker is late, by the caller) */
     atomic_int claimed[MAX_THREADS];
-    int size;           /* threads in use, the caller included; 0 until
-                           set: then one per core, as BLAS does */
-    int started;        /* workers running (size - 1 once started) */
+    int size;    /* threads in use, the caller included; 0 until
+                    set: then one per core, as BLAS does */
+    int started; /* workers running (size - 1 once started) */
     int stop;
     unsigned start_gen; /* gen when the workers were started */
     pthread_t tid[MAX_THREADS];

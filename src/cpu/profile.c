@@ -107,8 +107,9 @@ void kiln_profile_record(const kiln_node *n, double seconds)
         atexit(print_profile);
     }
     int i = 0;
-    while (i < prof.n && !(prof.rows[i].id == n->id && prof.rows[i].op == n->op &&
-                           kiln_shape_equal(prof.rows[i].shape, n->shape)))
+    while (i < prof.n &&
+           !(prof.rows[i].id == n->id && prof.rows[i].op == n->op &&
+             kiln_shape_equal(prof.rows[i].shape, n->shape)))
         i++;
     if (i == prof.n) {
         if (prof.n == MAX_ROWS) {

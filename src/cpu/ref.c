@@ -328,7 +328,7 @@ static void ref_CONCAT(const kiln_node *n, void *o, void *const *in)
 
 #ifdef KILN_HAVE_BLAS
 /* Products with a dimension at most this run on one BLAS thread. */
-enum { THIN_GEMM = 16 };
+enum { THIN_GEMM = 32 };
 
 static int64_t min3(int64_t a, int64_t b, int64_t c)
 {
@@ -366,9 +366,9 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
         blas_gemv(ta, tb, m, n, k, a, b, out);
         return;
     }
-    /* OpenBLAS splits products with a dimension of a few (the [.,10] layers
-       of a classifier) over its threads for a loss: at 2 threads they ran 2
-       to 4 times slower than on one */
+    /* OpenBLAS splits thin products (the [.,10] layers of a classifier,
+       the [.,32] ones of a small MLP) over its threads for a loss: at 2
+       threads they ran 1.3 to 4 times slower than on one */
     int threads = min3(m, n, k) <= THIN_GEMM ? openblas_get_num_threads() : 1;
     if (threads > 1)
         openblas_set_num_threads(1);
