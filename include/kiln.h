@@ -426,7 +426,9 @@ kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
                             kiln_node *const *inputs, int n_in);
 /* Runs f: in[i] feeds the i-th input, out[i] receives the i-th output (must
    already have its dtype and shape; NULL skips it).  Checks every shape and
-   dtype first and changes nothing on error. */
+   dtype first and changes nothing on error.
+   With the environment variable KILN_PROFILE=1 every kernel call is
+   timed and a per-op summary is printed at exit. */
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out);
 /* New tensor shaped like the i-th output of f (NULL when out of range). */
