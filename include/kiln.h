@@ -886,8 +886,8 @@ typedef struct kiln_computation kiln_computation;
 kiln_computation *kiln_computation_new(kiln_session *s, kiln_graph *g,
                                        kiln_ax *const *results, int n_results,
                                        kiln_ax *const *placeholders, int n_ph);
-/* Frees the computation and its compiled function; call it before freeing
-   the session.  NULL is a no-op. */
+/* Frees the computation and its compiled function; computation and session
+   may be freed in either order.  NULL is a no-op. */
 void kiln_computation_free(kiln_computation *c);
 /* Calls c: in[i] feeds placeholder i (shaped by its axes).  Results are then
    read with kiln_computation_result.  Errors in kiln_session_error. */
@@ -1016,8 +1016,8 @@ typedef struct kiln_stream_data {
 
 /* New empty program; NULL only when out of memory. */
 kiln_program *kiln_program_new(void);
-/* Frees the program and its compiled function (before the session it was
-   compiled in).  NULL is a no-op. */
+/* Frees the program and its compiled function; program and session may be
+   freed in either order.  NULL is a no-op. */
 void kiln_program_free(kiln_program *p);
 /* The main graph. */
 kiln_graph *kiln_program_graph(kiln_program *p);

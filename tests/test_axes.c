@@ -411,9 +411,35 @@ static void test_errors(void **state)
     assert_int_equal(kiln_computation_call(NULL, NULL), KILN_ERR_ARG);
 }
 
+/* A computation and its session may be freed in either order. */
+static void test_free_order(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        kiln_session *s = kiln_session_new(NULL);
+        kiln_graph *g = kiln_graph_new();
+        kiln_ax *x = kiln_ax_placeholder(g, "x", KILN_NO_AXES);
+        kiln_ax *y = kiln_ax_add(g, x, kiln_ax_scalar(g, 1));
+        kiln_computation *c = kiln_computation_new(s, g, &y, 1, &x, 1);
+        kiln_tensor *in = kiln_tensor_new(KILN_F32, KILN_SCALAR);
+        assert_int_equal(kiln_computation_call(c, &in), KILN_OK);
+        assert_float_equal(kiln_computation_scalar(c, 0), 1.0f, 0);
+        if (order == 0) {
+            kiln_session_free(s); /* frees the compiled function */
+            kiln_computation_free(c);
+        } else {
+            kiln_computation_free(c);
+            kiln_session_free(s);
+        }
+        kiln_tensor_free(in);
+        kiln_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_free_order),
         cmocka_unit_test(test_dot_permuted_layouts),
         cmocka_unit_test(test_dot_multi_axis_and_shared),
         cmocka_unit_test(test_elementwise_aligns_by_identity),

@@ -107,6 +107,7 @@ static kiln_status compile(kiln_computation *c)
     if (!c->f)
         return kiln_graph_status(c->g) != KILN_OK ? kiln_graph_status(c->g)
                                                   : KILN_ERR_ARG;
+    kiln_function_set_owner(c->f, &c->f);
     for (int i = 0; i < c->n_results; i++)
         if (!(c->values[i] = kiln_function_new_output(c->f, i)))
             return kiln_session_fail(c->s, KILN_ERR_MEMORY,

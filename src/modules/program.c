@@ -251,6 +251,8 @@ kiln_status kiln_program_compile(kiln_program *p, kiln_session *s)
     else if (!(p->f = kiln_compile(s, p->g, outs, p->n_out + p->n_updates, ins,
                                    p->n_in)))
         st = program_fail(p, KILN_ERR_ARG, "%s", kiln_session_error(s));
+    else
+        kiln_function_set_owner(p->f, &p->f);
 done:
     free(ins);
     free(outs);

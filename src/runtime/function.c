@@ -38,6 +38,7 @@ struct kiln_function {
     assignment *assigns;
     int n_assigns;
     void **in_ptrs; /* step operand arrays */
+    kiln_function **owner; /* cleared when the function is freed */
 };
 
 /* Marks what outputs depend on, following every input edge. */
@@ -325,10 +326,18 @@ kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
     return kiln_compile_ex(s, g, outputs, n_out, inputs, n_in, NULL);
 }
 
+void kiln_function_set_owner(kiln_function *f, kiln_function **owner)
+{
+    if (f)
+        f->owner = owner;
+}
+
 void kiln_function_free(kiln_function *f)
 {
     if (!f)
         return;
+    if (f->owner)
+        *f->owner = NULL;
     kiln_session *s = f->s;
     for (int i = 0; s && i < s->n_funcs; i++) {
         if (s->funcs[i] == f) {

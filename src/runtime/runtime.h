@@ -31,6 +31,11 @@ kiln_var *kiln_session_find(const kiln_session *s, const char *name);
    first use; NULL with the session's error on a dtype or shape clash. */
 kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v);
 
+/* Records where an owner (a computation, a program) keeps f, so that
+   freeing f -- by the owner or with the session -- sets *owner to NULL and
+   the two may be freed in either order. */
+void kiln_function_set_owner(kiln_function *f, kiln_function **owner);
+
 /* Prints a debug summary of a node's value (what = "value"/"gradient"). */
 void kiln_debug_print(const kiln_node *n, const void *data, const char *what);
 
