@@ -455,6 +455,16 @@ void kiln_function_free(kiln_function *f);
                chains, identity reshape/permute/stop_gradient; a transpose
                feeding matmul becomes its trans flag; sum(broadcast(x))
                over exactly the broadcast axes -> x * count
+     gemm_acc  v - s*(a b), v + s*(a b) (either side of the add or the
+               mul), v - a b and v + a b -> "matmul_acc": one GEMM with
+               beta = 1 and alpha = -s, s, -1 or 1, when the 2-D matmul (and
+               the mul) have no other reader and are not outputs, v has the
+               product's shape and s is an f32 value of one element.  With
+               plan_memory, an SGD update W - lr*(x^T dy) then accumulates
+               straight into W's storage (no gradient buffer; with momentum
+               the buffer's update goes into the buffer).  Must run before
+               fuse, which takes the add or sub into its programs.  The
+               product is no longer rounded on its own before the add.
      fuse      chains and trees of elementwise ops of one shape (inputs may
                broadcast) -> one "fused" kernel running a small program; a
                sum or reduce_max absorbs its single-consumer producers and
@@ -462,9 +472,12 @@ void kiln_function_free(kiln_function *f);
                only by fused kernels are recomputed inside each instead of
                stored
    plan_memory: buffers reuse the memory of dead ones (offsets 64-byte
-   aligned, largest first) and elementwise ops write over an input at its
-   last use; outputs, inputs, variables, constants and assigned values are
-   never overwritten.  0 gives every computed node its own buffer. */
+   aligned, largest first) and elementwise ops (and matmul_acc, over its v
+   when v is not also a, b or s) write over an input at its last use;
+   outputs, inputs, constants and assigned values are never overwritten,
+   and a variable only by the value assigned to it when nothing reads the
+   variable afterwards and it is not an output.  0 gives every computed
+   node its own buffer. */
 typedef struct kiln_compile_options {
     int dce, cse, fold, simplify, fuse;
     int plan_memory;
@@ -474,12 +487,15 @@ typedef struct kiln_compile_options {
     int64_t fold_max_elements; /* default 65536; >= 0 */
     /* Comma-separated pass names in order, e.g. "dce,simplify,fuse"; a
        pass may appear several times.  NULL: the default
-       "dce,cse,simplify,fold,cse,simplify,fuse,dce". */
+       "dce,cse,simplify,fold,cse,simplify,gemm_acc,fuse,dce". */
     const char *pipeline;
     /* Non-NULL: prints the IR (kiln_graph_print format, fused programs
        spelled out) before the first pass and after each one.  The
        environment variable KILN_DUMP=passes does the same on stderr. */
     FILE *dump;
+    /* The gemm_acc pass (see above); default 1.  Last, so that older
+       positional initialisers keep their meaning. */
+    int gemm_acc;
 } kiln_compile_options;
 
 /* Every pass and planning on, finite_math off, the default pipeline. */
@@ -538,7 +554,10 @@ kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
    slots: "<var>.<name>.adam_m"); the step counter is exact up to 2^24
    steps.  The run-time form (kiln_optimizer_update) and the graph form
    (kiln_optimizer_build_step) build the same update nodes, so they give
-   identical trajectories. */
+   identical trajectories when the graph form is compiled with the gemm_acc
+   pass off; with it on (the default) a weight update whose gradient is a
+   matmul read nowhere else (SGD) runs as one accumulating GEMM and differs
+   from the run-time form by float rounding. */
 typedef enum kiln_optim_kind {
     KILN_SGD,     /* momentum, Nesterov, L2 weight decay (no dampening) */
     KILN_ADAGRAD, /* lr_decay, initial_accumulator, L2 weight decay */

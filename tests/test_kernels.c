@@ -473,6 +473,40 @@ static void test_matmul(void **state)
     }
 }
 
+/* matmul_acc (built by the gemm_acc pass): c + alpha op(a) op(b), the fast
+   kernel copying c into its output or, in place, accumulating into c;
+   vectors (GEMV forms), thin and empty products, each transpose. */
+static void test_matmul_acc(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 8);
+    const int64_t dims[][3] = {{7, 17, 33}, {1, 17, 33},  {7, 1, 33},
+                               {1, 1, 33},  {7, 17, 1},   {7, 17, 0},
+                               {0, 17, 5},  {65, 70, 300}};
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t & 1, tb = t >> 1;
+            int64_t m = dims[d][0], n = dims[d][1], k = dims[d][2];
+            kiln_graph *g = kiln_graph_new();
+            kiln_node *in[4] = {
+                input(g, KILN_SHAPE(m, n)),
+                input(g, ta ? KILN_SHAPE(k, m) : KILN_SHAPE(m, k)),
+                input(g, tb ? KILN_SHAPE(n, k) : KILN_SHAPE(k, n)),
+                input(g, KILN_SCALAR)};
+            kiln_node *x = kiln_node_make(g, KILN_OP_MATMUL_ACC, KILN_F32,
+                                          KILN_SHAPE(m, n), in, 4);
+            x->at.trans_a = ta;
+            x->at.trans_b = tb;
+            void **v = make_inputs(&r, x, -1, 1);
+            *(float *)v[3] = -0.37f;
+            check_node_tol(x, v, 0, 1e-5, 1e-5, 0);
+            check_node_tol(x, v, 0, 1e-5, 1e-5, 1);
+            free_inputs(x, v);
+            kiln_graph_free(g);
+        }
+}
+
 /* The reference switch and denormal option read back. */
 static void test_switches(void **state)
 {
@@ -639,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_reduce_max_nan),
         cmocka_unit_test(test_movement),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_acc),
         cmocka_unit_test(test_switches),
         cmocka_unit_test(test_softmax_ce),
         cmocka_unit_test(test_softmax_ce_matches_composite),

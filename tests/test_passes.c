@@ -9,7 +9,7 @@
 
 /* ------------------------------------------------------------ harness */
 
-enum { MAX_IO = 8, MAX_VARS = 8 };
+enum { MAX_IO = 12, MAX_VARS = 10 };
 
 /* A graph with its fed inputs and outputs, and variables to read back. */
 typedef struct net {
@@ -26,7 +26,8 @@ typedef struct net {
 static kiln_compile_options no_passes(void)
 {
     kiln_compile_options o = kiln_compile_defaults();
-    o.dce = o.cse = o.fold = o.simplify = o.fuse = o.plan_memory = 0;
+    o.dce = o.cse = o.fold = o.simplify = o.gemm_acc = o.fuse = o.plan_memory =
+        0;
     return o;
 }
 
@@ -127,33 +128,30 @@ static void check_all_configs(const net *m, uint64_t seed)
     results want, got;
     kiln_compile_options ref = no_passes();
     run_config(m, &ref, seed, &want);
-    static const char *const names[] = {"dce",
-                                        "cse",
-                                        "fold",
-                                        "simplify",
-                                        "fuse",
-                                        "plan_memory",
-                                        "with finite_math",
-                                        ""};
-    /* 0-5: one pass on; 6, 7: all on (with finite_math); 8-13: one off */
-    for (int c = 0; c < 14; c++) {
-        kiln_compile_options o = c < 6 ? no_passes() : kiln_compile_defaults();
-        int *flag[] = {&o.dce,      &o.cse,  &o.fold,
-                       &o.simplify, &o.fuse, &o.plan_memory};
-        if (c < 6)
+    static const char *const names[] = {
+        "dce",      "cse",  "fold",        "simplify",
+        "gemm_acc", "fuse", "plan_memory", "with finite_math",
+        ""};
+    enum { N = 7 }; /* flags */
+    /* 0-6: one pass on; 7, 8: all on (with finite_math); 9-15: one off */
+    for (int c = 0; c < 2 * N + 2; c++) {
+        kiln_compile_options o = c < N ? no_passes() : kiln_compile_defaults();
+        int *flag[N] = {&o.dce,      &o.cse,  &o.fold,       &o.simplify,
+                        &o.gemm_acc, &o.fuse, &o.plan_memory};
+        if (c < N)
             *flag[c] = 1;
-        else if (c >= 8)
-            *flag[c - 8] = 0;
-        o.finite_math = c == 6;
+        else if (c >= N + 2)
+            *flag[c - N - 2] = 0;
+        o.finite_math = c == N;
         run_config(m, &o, seed, &got);
         char what[64];
         snprintf(what, sizeof what, "%s %s (seed %llu)",
-                 c < 6   ? "only"
-                 : c < 8 ? "all passes"
-                         : "all but",
-                 names[c < 8 ? c : c - 8], (unsigned long long)seed);
+                 c < N       ? "only"
+                 : c < N + 2 ? "all passes"
+                             : "all but",
+                 names[c < N + 2 ? c : c - N - 2], (unsigned long long)seed);
         assert_same_results(what, &got, &want);
-        if (c == 7)
+        if (c == N + 1)
             assert_true(got.kernels <= want.kernels);
         results_free(&got);
     }
@@ -793,6 +791,18 @@ static void check_plan(const kiln_program *p, const kiln_memory_plan *mp)
     for (int a = 0; a < n; a++) {
         const kiln_node *x = g->nodes[a];
         size_t xa = mp->offset[a], xb = xa + kiln_shape_numel(x->shape) * 4;
+        /* the GEMM of a matmul_acc never writes over a, b or alpha (not
+           even where a is c, which it may take over otherwise) */
+        for (int k = 1; x->op == KILN_OP_MATMUL_ACC && k < 4; k++) {
+            const kiln_node *o = x->in[k];
+            if (mp->storage[a] >= 0)
+                assert_true(mp->storage[a] != o->id &&
+                            mp->storage[a] != mp->storage[o->id]);
+            else if (kiln_op_table[o->op].kind != KILN_KIND_LEAF &&
+                     mp->storage[o->id] < 0)
+                for (int c = a; c >= 0; c = mp->inplace[c])
+                    assert_true(c != o->id);
+        }
         if (mp->storage[a] >= 0) {
             /* written into a variable: nothing reads the variable later */
             const kiln_node *v = g->nodes[mp->storage[a]];
@@ -1017,6 +1027,298 @@ static void test_update_in_variable(void **state)
     kiln_graph_free(g);
 }
 
+/* ------------------------------------------------------------ gemm_acc */
+
+/* Occurrences of s in text. */
+static int count_str(const char *text, const char *s)
+{
+    int n = 0;
+    for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+        n++;
+    return n;
+}
+
+/* Number of matmul_acc kernels in a printed function, and how many of them
+   write into a variable's storage. */
+static int count_acc(const char *text, int *in_variable)
+{
+    int n = 0;
+    *in_variable = 0;
+    for (const char *p = strstr(text, "= matmul_acc("); p;
+         p = strstr(p + 1, "= matmul_acc(")) {
+        const char *l = p;
+        while (l > text && l[-1] != '%')
+            l--;
+        char want[64];
+        snprintf(want, sizeof want, "  %%%d: in the storage of variable",
+                 atoi(l));
+        *in_variable += strstr(text, want) != NULL;
+        n++;
+    }
+    return n;
+}
+
+/* The SGD step of the 784-600-10 MLP: both weight updates become one
+   matmul_acc each, accumulating straight into the weights, two kernels and
+   the [784,600] gradient buffer fewer, and the results stay those of the
+   unoptimised graph. */
+static void test_gemm_acc_sgd_step(void **state)
+{
+    (void)state;
+    net m = mnist_step(0);
+    kiln_compile_options on = kiln_compile_defaults(), off = on;
+    off.gemm_acc = 0;
+    char *t_on = NULL, *t_off = NULL;
+    int k_on = compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &on, &t_on);
+    int k_off = compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &off, &t_off);
+    int in_var = 0;
+    assert_int_equal(count_acc(t_on, &in_var), 2);
+    assert_int_equal(in_var, 2);
+    assert_int_equal(count_str(t_off, "matmul_acc"), 0);
+    assert_int_equal(k_on, k_off - 2);
+    /* the weight gradient is never stored */
+    assert_int_equal(count_str(t_off, "bytes f32[784,600]\n"), 3);
+    assert_int_equal(count_str(t_off, "variable %2 1881600 bytes"), 2);
+    assert_int_equal(count_str(t_on, "bytes f32[784,600]\n"), 2);
+    assert_int_equal(count_str(t_on, "variable %2 1881600 bytes"), 2);
+    assert_non_null(strstr(t_on, "matmul_acc(%2, %0, "));
+    results want, got, base;
+    kiln_compile_options ref = no_passes();
+    run_config(&m, &ref, 510, &want);
+    run_config(&m, &on, 510, &got);
+    run_config(&m, &off, 510, &base);
+    print_message("MLP 784-600-10 b128 SGD step: %d kernels, %zu bytes of "
+                  "buffers (%d, %zu without gemm_acc)\n",
+                  k_on, got.memory, k_off, base.memory);
+    assert_true(got.memory <= base.memory);
+    assert_same_results("MLP SGD step with gemm_acc", &got, &want);
+    results_free(&want);
+    results_free(&got);
+    results_free(&base);
+    free(t_on);
+    free(t_off);
+    kiln_graph_free(m.g);
+}
+
+/* Every matched form, each transpose combination, a computed v, and forms
+   that must stay: a matmul with another reader, v or s that broadcast, a
+   batched product. */
+static net acc_patterns_net(kiln_rng *r, int *expect)
+{
+    net m = {0};
+    kiln_graph *g = m.g = kiln_graph_new();
+    kiln_node *lr = kiln_input(g, "lr", KILN_F32, KILN_SCALAR);
+    add_in(&m, lr);
+    kiln_node *mm[4];
+    kiln_shape out[4];
+    for (int c = 0; c < 4; c++) {
+        int ta = c & 1, tb = c >> 1;
+        int64_t i = rand_dim(r, 0), k = rand_dim(r, 0), j = rand_dim(r, 0);
+        char na[8], nb[8];
+        snprintf(na, sizeof na, "a%d", c);
+        snprintf(nb, sizeof nb, "b%d", c);
+        kiln_node *a = kiln_input(g, na, KILN_F32,
+                                  ta ? KILN_SHAPE(k, i) : KILN_SHAPE(i, k));
+        kiln_node *b = kiln_input(g, nb, KILN_F32,
+                                  tb ? KILN_SHAPE(j, k) : KILN_SHAPE(k, j));
+        add_in(&m, a);
+        add_in(&m, b);
+        mm[c] = kiln_matmul(g, a, b, ta, tb);
+        out[c] = KILN_SHAPE(i, j);
+    }
+    /* the four transpose combinations, each read once */
+    const char *names[] = {"v0", "v1", "v2", "v3", "v4", "v5", "v6"};
+    kiln_node *v[7];
+    for (int c = 0; c < 7; c++) {
+        static const int shape_of[7] = {0, 1, 2, 3, 0, 1, 0};
+        v[c] = kiln_variable(g, names[c], KILN_F32, out[shape_of[c]],
+                             kiln_init_uniform(-1, 1));
+        m.vars[m.n_vars++] = names[c];
+    }
+    kiln_node *as[10];
+    as[0] = kiln_assign(
+        g, v[0], kiln_sub(g, v[0], kiln_mul(g, mm[0], kiln_scalar(g, 0.25f))));
+    as[1] = kiln_assign(g, v[1], kiln_sub(g, v[1], kiln_mul(g, lr, mm[1])));
+    as[2] = kiln_assign(g, v[2], kiln_add(g, v[2], kiln_mul(g, mm[2], lr)));
+    as[3] = kiln_assign(g, v[3], kiln_sub(g, v[3], mm[3]));
+    /* the same products again, with the matmul on the left of the add and
+       a computed v that dies there (written over in place) */
+    kiln_node *a0 = m.in[1], *b0 = m.in[2], *a1 = m.in[3], *b1 = m.in[4];
+    as[4] = kiln_assign(
+        g, v[4], kiln_add(g, kiln_matmul(g, kiln_tanh(g, a0), b0, 0, 0), v[4]));
+    kiln_node *e = kiln_add(g, kiln_exp(g, kiln_scale(g, v[5], 0.5f)),
+                            kiln_matmul(g, kiln_sigmoid(g, a1), b1, 1, 0));
+    add_out(&m, kiln_relu(g, e));
+    *expect = 6;
+    /* not rewritten: the product is also an output, or read by a sum; v
+       broadcasts; s is not one element; a batched product (operands
+       differ, so that cse merges none of them) */
+    kiln_node *shared = kiln_matmul(g, kiln_abs(g, a0), b0, 0, 0);
+    add_out(&m, shared);
+    as[5] = kiln_assign(
+        g, v[6], kiln_sub(g, v[6], kiln_mul(g, shared, kiln_scalar(g, 0.5f))));
+    kiln_node *read = kiln_matmul(g, kiln_neg(g, a1), b1, 1, 0);
+    add_out(&m, kiln_sum(g, read, KILN_ALL_AXES, 0));
+    kiln_node *row = kiln_sum(g, v[5], KILN_AXIS(0), 0);
+    add_out(
+        &m,
+        kiln_add(g, kiln_sub(g, row, kiln_matmul(g, kiln_cos(g, a1), b1, 1, 0)),
+                 read));
+    kiln_node *p = kiln_input(g, "p", KILN_F32, KILN_SHAPE(3, 4));
+    kiln_node *q = kiln_input(g, "q", KILN_F32, KILN_SHAPE(4, 5));
+    add_in(&m, p);
+    add_in(&m, q);
+    add_out(&m, kiln_sub(g, kiln_fill(g, KILN_SHAPE(3, 5), 0.5f),
+                         kiln_mul(g, kiln_matmul(g, p, q, 0, 0),
+                                  kiln_sum(g, q, KILN_AXIS(0), 1))));
+    kiln_node *a3 = kiln_reshape(g, a0, KILN_SHAPE(1, out[0].d[0], -1));
+    add_out(&m, kiln_sub(g,
+                         kiln_reshape(g, v[0],
+                                      KILN_SHAPE(1, out[0].d[0], out[0].d[1])),
+                         kiln_matmul(g, a3, b0, 0, 0)));
+    as[6] = kiln_assign(g, v[5], kiln_scale(g, v[5], 0.5f));
+    /* v is also the left operand (a variable, then a computed value): the
+       GEMM must not write over it, so neither goes in place */
+    kiln_node *t = kiln_input(g, "t", KILN_F32, KILN_SHAPE(4, 4));
+    add_in(&m, t);
+    kiln_node *sq = kiln_variable(g, "sq", KILN_F32, KILN_SHAPE(4, 4),
+                                  kiln_init_uniform(-1, 1));
+    m.vars[m.n_vars++] = "sq";
+    as[7] = kiln_assign(g, sq,
+                        kiln_sub(g, sq,
+                                 kiln_mul(g, kiln_matmul(g, sq, t, 0, 0),
+                                          kiln_scalar(g, 0.05f))));
+    kiln_node *et = kiln_exp(g, kiln_scale(g, t, 0.25f));
+    add_out(&m, kiln_add(g, et, kiln_matmul(g, t, et, 1, 0)));
+    *expect += 2;
+    /* momentum-like updates whose c does not read v: into v's storage
+       unless v is read afterwards */
+    kiln_node *ma = m.in[7], *mb = m.in[8];
+    kiln_node *mv =
+        kiln_variable(g, "mv", KILN_F32, out[3], kiln_init_uniform(-1, 1));
+    kiln_node *mw =
+        kiln_variable(g, "mw", KILN_F32, out[3], kiln_init_uniform(-1, 1));
+    m.vars[m.n_vars++] = "mv";
+    m.vars[m.n_vars++] = "mw";
+    as[8] = kiln_assign(g, mv,
+                        kiln_add(g, kiln_scale(g, mv, 0.9f),
+                                 kiln_matmul(g, kiln_relu(g, ma), mb, 1, 1)));
+    as[9] = kiln_assign(g, mw,
+                        kiln_add(g, kiln_scale(g, mw, 0.9f),
+                                 kiln_matmul(g, kiln_abs(g, ma), mb, 1, 1)));
+    add_out(&m, kiln_tanh(g, mv));
+    *expect += 2;
+    add_out(&m, kiln_doall(g, as, 10));
+    m.steps = 3;
+    th_assert_graph_ok(g);
+    return m;
+}
+
+static void test_gemm_acc_patterns(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 16);
+    for (int rep = 0; rep < 10; rep++) {
+        int expect = 0, in_var = 0;
+        net m = acc_patterns_net(&r, &expect);
+        char *text = NULL;
+        kiln_compile_options o = kiln_compile_defaults();
+        compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &o, &text);
+        if (count_acc(text, &in_var) != expect)
+            fail_msg("%d matmul_acc kernels, want %d:\n%s",
+                     count_acc(text, &in_var), expect, text);
+        /* v1-v4 and mw; v0 and mv are read afterwards, sq is an operand,
+           e and et are computed */
+        if (in_var != 5)
+            fail_msg("%d in variables, want 5:\n%s", in_var, text);
+        free(text);
+        check_all_configs(&m, 600 + (uint64_t)rep);
+        kiln_memory_plan mp;
+        kiln_program p;
+        plan_program(&m, 1, 1, &mp, &p);
+        check_plan(&p, &mp);
+        kiln_memory_plan_free(&mp);
+        program_free(&p);
+        kiln_graph_free(m.g);
+    }
+}
+
+/* Training with kiln_optimizer_build_step(SGD) on odd shapes, with weights
+   used as x W, h W^T, W x and W^T x^T, so that the weight gradients take
+   every transpose combination: plain SGD, momentum (v = buf * mu, written
+   into the momentum buffer), Nesterov (the gradient is read twice: no
+   rewrite) and weight decay; three steps against the unoptimised graph. */
+static net acc_training_net(kiln_rng *r, int variant, int *expect)
+{
+    net m = {0};
+    kiln_graph *g = m.g = kiln_graph_new();
+    int64_t b = rand_dim(r, 0), i = rand_dim(r, 0), h = rand_dim(r, 0),
+            p = rand_dim(r, 0);
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(b, i));
+    kiln_node *xt = kiln_input(g, "xt", KILN_F32, KILN_SHAPE(i, b));
+    kiln_node *y = kiln_input(g, "y", KILN_I32, KILN_SHAPE(b));
+    add_in(&m, x);
+    add_in(&m, xt);
+    add_in(&m, y);
+    kiln_init u = kiln_init_uniform(-0.5, 0.5);
+    kiln_node *w0 = kiln_variable(g, "w0", KILN_F32, KILN_SHAPE(i, h), u);
+    kiln_node *b0 = kiln_variable(g, "b0", KILN_F32, KILN_SHAPE(h), u);
+    kiln_node *w1 = kiln_variable(g, "w1", KILN_F32, KILN_SHAPE(4, h), u);
+    kiln_node *w2 = kiln_variable(g, "w2", KILN_F32, KILN_SHAPE(p, i), u);
+    kiln_node *w3 = kiln_variable(g, "w3", KILN_F32, KILN_SHAPE(i, p), u);
+    kiln_node *h0 = kiln_relu(g, kiln_affine(g, x, w0, b0));    /* dW (1,0) */
+    kiln_node *logits = kiln_matmul(g, h0, w1, 0, 1);           /* (1,0) */
+    kiln_node *z2 = kiln_tanh(g, kiln_matmul(g, w2, xt, 0, 0)); /* (0,1) */
+    kiln_node *z3 = kiln_tanh(g, kiln_matmul(g, w3, x, 1, 1));  /* (1,1) */
+    kiln_node *loss =
+        kiln_add(g, kiln_softmax_cross_entropy(g, logits, y),
+                 kiln_mean(g, kiln_mul(g, z2, z3), KILN_ALL_AXES, 0));
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_optim_options oo = kiln_optim_defaults(KILN_SGD);
+    oo.lr = 0.1f;
+    oo.momentum = variant >= 1 ? 0.9f : 0.0f;
+    oo.nesterov = variant == 2;
+    oo.weight_decay = variant == 3 ? 0.01f : 0.0f;
+    kiln_optimizer *o = kiln_optimizer_new(s, &oo);
+    add_out(&m, loss);
+    add_out(&m, kiln_optimizer_build_step(o, g, loss));
+    kiln_optimizer_free(o);
+    kiln_session_free(s);
+    /* one per weight (not the bias, whose gradient is a sum), none with
+       Nesterov; with weight decay the product goes into mul(w, wd) */
+    *expect = variant == 2 ? 0 : 4;
+    const char *vars[] = {"w0", "b0", "w1", "w2", "w3"};
+    for (int k = 0; k < 5; k++)
+        m.vars[m.n_vars++] = vars[k];
+    m.steps = 3;
+    th_assert_graph_ok(g);
+    return m;
+}
+
+static void test_gemm_acc_training(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 17);
+    for (int rep = 0; rep < 8; rep++) {
+        int expect = 0, in_var = 0;
+        net m = acc_training_net(&r, rep % 4, &expect);
+        char *text = NULL;
+        kiln_compile_options o = kiln_compile_defaults();
+        compile_count(m.g, m.out, m.n_out, m.in, m.n_in, &o, &text);
+        if (count_acc(text, &in_var) != expect)
+            fail_msg("variant %d: %d matmul_acc kernels, want %d:\n%s", rep % 4,
+                     count_acc(text, &in_var), expect, text);
+        /* plain SGD into the weights, momentum into the buffers; with
+           weight decay v is mul(w, wd), which dies there */
+        assert_int_equal(in_var, rep % 4 == 3 ? 0 : expect);
+        free(text);
+        check_all_configs(&m, 700 + (uint64_t)rep);
+        kiln_graph_free(m.g);
+    }
+}
+
 /* ------------------------------------------------------------ errors, dump */
 
 static void test_bad_options(void **state)
@@ -1121,6 +1423,9 @@ int main(void)
         cmocka_unit_test(test_reduction_threads),
         cmocka_unit_test(test_recompute_shared),
         cmocka_unit_test(test_mlp_step_fusion),
+        cmocka_unit_test(test_gemm_acc_sgd_step),
+        cmocka_unit_test(test_gemm_acc_patterns),
+        cmocka_unit_test(test_gemm_acc_training),
         cmocka_unit_test(test_plan_is_valid),
         cmocka_unit_test(test_plan_peak_mlp),
         cmocka_unit_test(test_outputs_and_repeat_runs),

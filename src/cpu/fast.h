@@ -64,6 +64,7 @@ void kiln_ew_row_offsets(const kiln_ew_plan *p, int64_t r, int64_t *off);
         X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
             X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
                 X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)    \
+                    X(MATMUL_ACC)                                              \
                     X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
 
 #define KILN_FAST_DECLARE(OP)                                                  \

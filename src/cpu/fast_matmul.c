@@ -1,7 +1,10 @@
 /* Fast matmul: one GEMM call per product with transposes passed as flags.
    A batch against a shared right operand folds into one taller GEMM; other
    batches of small products are spread over the pool, since BLAS runs such
-   small products on one thread anyway. */
+   small products on one thread anyway.  The accumulating product of the
+   gemm_acc pass is one GEMM with beta = 1. */
+#include <string.h>
+
 #include "cpu/fast.h"
 
 /* OpenBLAS runs a product on one thread up to this M*N*K (its
@@ -76,4 +79,19 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
         kiln_par_for(batches, j.m * j.n * (j.k > 0 ? j.k : 1), mm_range, &j);
     else
         mm_range(&j, 0, batches);
+}
+
+/* out = c + alpha op(a) op(b), 2-D: c is copied into out unless the memory
+   plan put out in c's buffer (an update written over its variable), then
+   one GEMM accumulates into it.  The plan never gives out a's or b's
+   buffer. */
+void kiln_fast_MATMUL_ACC(const kiln_node *n, void *o, void *const *in)
+{
+    kiln_shape sa = n->in[1]->shape;
+    int ta = n->at.trans_a, tb = n->at.trans_b;
+    int64_t m = n->shape.d[0], nn = n->shape.d[1], k = sa.d[ta ? 0 : 1];
+    float alpha = *(const float *)in[3]; /* read before out is written */
+    if (o != in[0] && m * nn > 0)
+        memcpy(o, in[0], (size_t)(m * nn) * sizeof(float));
+    kiln_cpu_gemm_acc(ta, tb, m, nn, k, alpha, in[1], in[2], o);
 }

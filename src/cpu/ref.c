@@ -339,31 +339,68 @@ static int64_t min3(int64_t a, int64_t b, int64_t c)
 /* A product with one row or one column is a matrix-vector product: the
    vector operand is contiguous whatever its transpose flag. */
 static void blas_gemv(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                      const float *a, const float *b, float *out)
+                      float alpha, const float *a, const float *b, float beta,
+                      float *out)
 {
     if (m == 1) /* out[n] = op(B)^T a: B is [k,n], or [n,k] when tb */
         cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans,
-                    tb ? (int)n : (int)k, tb ? (int)k : (int)n, 1.0f, b,
-                    tb ? (int)k : (int)n, a, 1, 0.0f, out, 1);
+                    tb ? (int)n : (int)k, tb ? (int)k : (int)n, alpha, b,
+                    tb ? (int)k : (int)n, a, 1, beta, out, 1);
     else /* out[m] = op(A) b: A is [m,k], or [k,m] when ta */
         cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                    ta ? (int)k : (int)m, ta ? (int)m : (int)k, 1.0f, a,
-                    ta ? (int)m : (int)k, b, 1, 0.0f, out, 1);
+                    ta ? (int)k : (int)m, ta ? (int)m : (int)k, alpha, a,
+                    ta ? (int)m : (int)k, b, 1, beta, out, 1);
+}
+
+/* out[j] += alpha sum_p x[p] rows[p][j], j < w, for k rows of w floats (a
+   vector times a row-major matrix), summed in float in p order over a block
+   of columns and added to out once. */
+static void acc_rows(int64_t w, int64_t k, float alpha, const float *rows,
+                     const float *x, float *out)
+{
+    enum { COLS = 256 };
+    float acc[COLS];
+    for (int64_t j0 = 0; j0 < w; j0 += COLS) {
+        int64_t c = w - j0 < COLS ? w - j0 : COLS;
+        for (int64_t j = 0; j < c; j++)
+            acc[j] = 0;
+        for (int64_t p = 0; p < k; p++) {
+            const float *row = rows + p * w + j0;
+            float xv = x[p];
+            for (int64_t j = 0; j < c; j++)
+                acc[j] += xv * row[j];
+        }
+        for (int64_t j = 0; j < c; j++)
+            out[j0 + j] += alpha * acc[j];
+    }
 }
 #endif
 
-void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                   const float *a, const float *b, float *out)
+/* out = alpha op(a) op(b) + beta out, beta 0 (out is not read) or 1. */
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, const float *b, float beta, float *out)
 {
     if (m == 0 || n == 0)
         return;
     if (k == 0) {
-        memset(out, 0, (size_t)(m * n) * sizeof(float));
+        if (beta == 0.0f)
+            memset(out, 0, (size_t)(m * n) * sizeof(float));
         return;
     }
 #ifdef KILN_HAVE_BLAS
     if (m == 1 || n == 1) {
-        blas_gemv(ta, tb, m, n, k, a, b, out);
+        /* accumulating (beta 1), only the dot-product form of GEMV: the
+           other adds one scaled row at a time into out, rounding every
+           partial sum at out's magnitude, where this adds each finished
+           sum once */
+        if (beta != 0.0f && (m == 1 ? !tb : ta)) {
+            if (m == 1)
+                acc_rows(n, k, alpha, b, a, out);
+            else
+                acc_rows(m, k, alpha, a, b, out);
+            return;
+        }
+        blas_gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
         return;
     }
     /* OpenBLAS splits thin products (the [.,10] layers of a classifier,
@@ -373,28 +410,46 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
     if (threads > 1)
         openblas_set_num_threads(1);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
-                ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, 0.0f, out, (int)n);
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
+                a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, beta, out,
+                (int)n);
     if (threads > 1)
         openblas_set_num_threads(threads);
 #else
+    /* a row at a time, a block of columns summed in float in k order */
+    enum { COLS = 256 };
+    float acc[COLS];
     for (int64_t i = 0; i < m; i++) {
         float *row = out + i * n;
-        for (int64_t j = 0; j < n; j++)
-            row[j] = 0;
-        for (int64_t p = 0; p < k; p++) {
-            float av = ta ? a[p * m + i] : a[i * k + p];
-            if (tb) {
-                for (int64_t j = 0; j < n; j++)
-                    row[j] += av * b[j * k + p];
-            } else {
-                const float *brow = b + p * n;
-                for (int64_t j = 0; j < n; j++)
-                    row[j] += av * brow[j];
+        for (int64_t j0 = 0; j0 < n; j0 += COLS) {
+            int64_t w = n - j0 < COLS ? n - j0 : COLS;
+            for (int64_t j = 0; j < w; j++)
+                acc[j] = 0;
+            for (int64_t p = 0; p < k; p++) {
+                float av = ta ? a[p * m + i] : a[i * k + p];
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] += av * (tb ? b[(j0 + j) * k + p] : b[p * n + j0 + j]);
             }
+            for (int64_t j = 0; j < w; j++)
+                row[j0 + j] = beta == 0.0f && alpha == 1.0f
+                                  ? acc[j]
+                                  : alpha * acc[j] +
+                                        (beta == 0.0f ? 0.0f : row[j0 + j]);
         }
     }
 #endif
+}
+
+void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, const float *b, float *out)
+{
+    gemm(ta, tb, m, n, k, 1.0f, a, b, 0.0f, out);
+}
+
+void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, const float *b, float *out)
+{
+    gemm(ta, tb, m, n, k, alpha, a, b, 1.0f, out);
 }
 
 static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
@@ -421,6 +476,35 @@ static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
         int64_t ob = sub_offset(i, bo.ndim, bo.d, stb);
         kiln_cpu_gemm(ta, tb, m, nn, k, a + oa * asz, b + ob * bsz,
                       out + i * m * nn);
+    }
+}
+
+/* out = c + alpha op(a) op(b) for 2-D a and b, each element's product summed
+   in double.  out may be c's buffer (each element reads its own c first),
+   never a's or b's. */
+static void ref_MATMUL_ACC(const kiln_node *n, void *o, void *const *in)
+{
+    enum { COLS = 256 };
+    kiln_shape sa = n->in[1]->shape;
+    int ta = n->at.trans_a, tb = n->at.trans_b;
+    int64_t m = n->shape.d[0], nn = n->shape.d[1], k = sa.d[ta ? 0 : 1];
+    const float *c = in[0], *a = in[1], *b = in[2];
+    double alpha = *(const float *)in[3], acc[COLS];
+    float *out = o;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j0 = 0; j0 < nn; j0 += COLS) {
+            int64_t w = nn - j0 < COLS ? nn - j0 : COLS;
+            for (int64_t j = 0; j < w; j++)
+                acc[j] = 0;
+            for (int64_t p = 0; p < k; p++) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] += av * (tb ? b[(j0 + j) * k + p] : b[p * nn + j0 + j]);
+            }
+            for (int64_t j = 0; j < w; j++)
+                out[i * nn + j0 + j] =
+                    (float)(c[i * nn + j0 + j] + alpha * acc[j]);
+        }
     }
 }
 

@@ -311,7 +311,8 @@ RULE(SOFTMAX_CE_GRAD)
 #define grad_ONEHOT NULL
 #define grad_ASSIGN NULL
 #define grad_DOALL NULL
-#define grad_FUSED NULL /* built after autodiff, by the compiler */
+#define grad_FUSED NULL      /* built after autodiff, by the compiler */
+#define grad_MATMUL_ACC NULL /* built after autodiff, by the compiler */
 #define grad_ERROR NULL
 
 const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT] = {

@@ -64,6 +64,7 @@ static int attrs_equal(const kiln_node *a, const kiln_node *b)
     case KILN_OP_CONCAT:
         return x->axis == y->axis;
     case KILN_OP_MATMUL:
+    case KILN_OP_MATMUL_ACC:
         return x->trans_a == y->trans_a && x->trans_b == y->trans_b;
     case KILN_OP_ONEHOT:
         return x->depth == y->depth;

@@ -7,10 +7,16 @@
 
    In-place: an elementwise op (or a copy: reshape, stop_gradient, cast,
    assign) whose input of the same size dies at this step takes over that
-   input's buffer.  An update v <- f(v, ...) assigned to variable v is
+   input's buffer; so does a matmul_acc c + alpha a b with its c, as long
+   as c is not also a, b or alpha (the GEMM must never write what it reads
+   as an operand).  An update v <- f(v, ...) assigned to variable v is
    written straight into v's storage (so the assign copies nothing) when no
    later step reads v, v is not an output and nothing else assigns v: the
    values every step reads are then the same as with the copy at the end.
+   For a matmul_acc, v must be its c and none of its other operands (the
+   GEMM then accumulates a b straight into the variable), or none of its
+   operands at all with every reader of v before it (c is copied into v's
+   storage first: SGD with momentum, buf <- buf * mu + a b).
    Buffers are then placed largest first at the lowest 64-byte aligned offset
    that fits among the placed buffers whose lifetimes overlap (best fit), which
    packs close to the peak of live bytes; a segment tree finds those buffers
@@ -54,6 +60,15 @@ static int elementwise(const kiln_node *n)
            (k == KILN_KIND_FUSED && !kiln_fused_is_reduction(n));
 }
 
+/* matmul_acc(c, a, b, alpha) whose c is none of its other operands: its
+   output may then take c's buffer (or variable), which the GEMM reads and
+   writes, while a, b and alpha stay untouched. */
+static int acc_over_c(const kiln_node *n)
+{
+    return n->op == KILN_OP_MATMUL_ACC && n->in[0] != n->in[1] &&
+           n->in[0] != n->in[2] && n->in[0] != n->in[3];
+}
+
 /* The input index whose buffer n can take over at this step, or -1.  A
    buffer in a variable's storage only passes to an assign (a copy), since
    anything else would write its own value into the variable. */
@@ -64,7 +79,7 @@ static int inplace_input(const kiln_node *n, const int *step, const int *last,
     if (n->op == KILN_OP_ASSIGN)
         first = 1; /* the value, never the variable */
     else if (n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
-             n->op == KILN_OP_CAST)
+             n->op == KILN_OP_CAST || acc_over_c(n))
         count = 1;
     else if (!elementwise(n))
         return -1;
@@ -83,40 +98,72 @@ static int inplace_input(const kiln_node *n, const int *step, const int *last,
 }
 
 /* Per variable node: its last reader (an assign's target is not read), how
-   many assigns target it and the value of the last one. */
+   many assigns target it and the value of the last one.  Per value: the
+   variable its assigns target (-1: none, -2: several). */
 typedef struct var_use {
-    int last_read, assigns, value;
+    int last_read, assigns, value, target;
 } var_use;
 
 static void find_var_uses(const kiln_graph *g, var_use *vu)
 {
     for (int id = 0; id < g->n_nodes; id++)
-        vu[id] = (var_use){-1, 0, -1};
+        vu[id] = (var_use){-1, 0, -1, -1};
     for (int id = 0; id < g->n_nodes; id++) {
         const kiln_node *n = g->nodes[id];
         if (n->op == KILN_OP_ASSIGN) {
-            vu[n->in[0]->id].assigns++;
-            vu[n->in[0]->id].value = n->in[1]->id;
+            int v = n->in[0]->id, x = n->in[1]->id;
+            vu[v].assigns++;
+            vu[v].value = x;
+            vu[x].target = vu[x].target == -1 || vu[x].target == v ? v : -2;
         }
         for (int k = n->op == KILN_OP_ASSIGN; k < n->n_in; k++)
             vu[n->in[k]->id].last_read = id;
     }
 }
 
-/* The variable node x can write its value into, or NULL: x is elementwise
-   with v among its inputs, x is the value of the only assign of v, v is not
-   an output, and no step after x reads v. */
-static const kiln_node *update_target(const kiln_node *x, const var_use *vu,
+/* v can hold x's value from x's step on: x is the value of the only assign
+   of v, v is not an output and has x's size. */
+static int sole_update(const kiln_node *x, const kiln_node *v,
+                       const var_use *vu, const unsigned char *is_output)
+{
+    return v->op == KILN_OP_VARIABLE && !is_output[v->id] &&
+           kiln_shape_numel(v->shape) == kiln_shape_numel(x->shape) &&
+           v->dtype == x->dtype && vu[v->id].assigns == 1 &&
+           vu[v->id].value == x->id;
+}
+
+/* The variable node x can write its value into, or NULL: x is the value of
+   the only assign of v, v is not an output, and no step after x reads v;
+   x is elementwise with v among its inputs, or a matmul_acc whose c is v
+   and none of its other operands, or a matmul_acc that does not read v at
+   all (every reader of v has run before it, so copying c into v's storage
+   and accumulating there changes nothing that is read). */
+static const kiln_node *update_target(const kiln_graph *g, const kiln_node *x,
+                                      const var_use *vu,
                                       const unsigned char *is_output)
 {
-    if (!elementwise(x) || x->debug)
+    if (x->debug)
+        return NULL;
+    if (x->op == KILN_OP_MATMUL_ACC) {
+        if (vu[x->id].target < 0)
+            return NULL;
+        const kiln_node *v = g->nodes[vu[x->id].target];
+        int reads = 0;
+        for (int k = 0; k < x->n_in; k++)
+            reads |= x->in[k] == v;
+        if (!sole_update(x, v, vu, is_output))
+            return NULL;
+        if (reads
+                ? acc_over_c(x) && x->in[0] == v && vu[v->id].last_read == x->id
+                : vu[v->id].last_read < x->id)
+            return v;
+        return NULL;
+    }
+    if (!elementwise(x))
         return NULL;
     for (int k = 0; k < x->n_in; k++) {
         const kiln_node *v = x->in[k];
-        if (v->op == KILN_OP_VARIABLE && !is_output[v->id] &&
-            kiln_shape_numel(v->shape) == kiln_shape_numel(x->shape) &&
-            v->dtype == x->dtype && vu[v->id].last_read == x->id &&
-            vu[v->id].assigns == 1 && vu[v->id].value == x->id)
+        if (sole_update(x, v, vu, is_output) && vu[v->id].last_read == x->id)
             return v;
     }
     return NULL;
@@ -289,7 +336,7 @@ kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
         const kiln_node *x = g->nodes[id];
         if (!computed(x))
             continue;
-        const kiln_node *v = reuse ? update_target(x, vu, is_output) : NULL;
+        const kiln_node *v = reuse ? update_target(g, x, vu, is_output) : NULL;
         int k = reuse && !v ? inplace_input(x, step, last, owner, bufs) : -1;
         /* assigning a value already written into its variable: no copy,
            even when the value is read after the assign */

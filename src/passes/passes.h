@@ -32,6 +32,8 @@ kiln_status kiln_pass_simplify(const kiln_program *in, kiln_program *out,
                                const kiln_compile_options *opt);
 kiln_status kiln_pass_fuse(const kiln_program *in, kiln_program *out,
                            const kiln_compile_options *opt);
+kiln_status kiln_pass_gemm_acc(const kiln_program *in, kiln_program *out,
+                               const kiln_compile_options *opt);
 
 /* Runs the pipeline of opt over p, replacing p->g (and its arrays' nodes)
    by the final graph.  On error writes a message into err and leaves p

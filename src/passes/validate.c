@@ -48,7 +48,11 @@ static kiln_shape reduced(const kiln_node *n)
 
 static int matmul_shape(const kiln_node *n, kiln_shape *out)
 {
-    kiln_shape a = n->in[0]->shape, b = n->in[1]->shape;
+    int acc = n->op == KILN_OP_MATMUL_ACC; /* c, a, b, alpha */
+    kiln_shape a = n->in[acc]->shape, b = n->in[acc + 1]->shape;
+    if (acc &&
+        (a.ndim != 2 || b.ndim != 2 || kiln_shape_numel(n->in[3]->shape) != 1))
+        return 0;
     if (a.ndim < 2 || b.ndim < 2)
         return 0;
     int64_t m = a.d[a.ndim - (n->at.trans_a ? 1 : 2)];
@@ -61,7 +65,8 @@ static int matmul_shape(const kiln_node *n, kiln_shape *out)
         return 0;
     out->d[out->ndim++] = m;
     out->d[out->ndim++] = nn;
-    return 1;
+    /* matmul_acc: c has the product's shape (it does not broadcast) */
+    return !acc || kiln_shape_equal(n->in[0]->shape, *out);
 }
 
 static int fused_program_ok(const kiln_node *n)
@@ -218,6 +223,7 @@ static kiln_dtype infer_dtype(const kiln_node *n)
     case KILN_OP_ONEHOT:
     case KILN_OP_DOALL:
     case KILN_OP_MATMUL:
+    case KILN_OP_MATMUL_ACC:
         return KILN_F32;
     case KILN_OP_CAST:
         return n->dtype;

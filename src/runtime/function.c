@@ -483,7 +483,8 @@ static void print_step(const kiln_node *n, FILE *out)
         fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]->id);
     fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
             kiln_shape_str(n->shape, b, sizeof b));
-    if (n->op == KILN_OP_MATMUL && (n->at.trans_a || n->at.trans_b))
+    if ((n->op == KILN_OP_MATMUL || n->op == KILN_OP_MATMUL_ACC) &&
+        (n->at.trans_a || n->at.trans_b))
         fprintf(out, " trans_a=%d trans_b=%d", n->at.trans_a, n->at.trans_b);
     else if (kiln_op_table[n->op].kind == KILN_KIND_REDUCE)
         fprintf(out, " axes=0x%x%s", n->at.axes,

@@ -8,7 +8,9 @@
    compiled training step; the run-time form (kiln_optimizer_update) adds
    them to a dynamic graph after kiln_backward and computes them at once.
    Both therefore run the same kernels on the same values and agree to the
-   bit.  All state is in the session, so checkpoints hold it. */
+   bit, unless the compiler's gemm_acc pass (on by default) folds a weight
+   gradient's matmul into its update: then they agree to float rounding.
+   All state is in the session, so checkpoints hold it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
