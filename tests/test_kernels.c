@@ -661,6 +661,44 @@ static void test_softmax_ce_second_order(void **state)
     kiln_session_free(ss);
 }
 
+/* A row vector times a large matrix is split over the threads (column
+   slices of one-thread GEMVs): check every column against double sums, at
+   widths that leave a partial last slice, with and without a transposed
+   operand (which takes the unsplit path). */
+static void test_gemv_split(void **state)
+{
+    (void)state;
+    static const int64_t widths[] = {600, 1000, 129};
+    for (int t = 1; t <= 2; t++) {
+        kiln_set_num_threads(t);
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+            int64_t k = 1031, n = widths[w];
+            kiln_rng rng;
+            kiln_rng_seed(&rng, (uint64_t)(7 + w));
+            float *a = malloc(sizeof(float) * (size_t)k);
+            float *b = malloc(sizeof(float) * (size_t)(k * n));
+            float *out = malloc(sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < k; i++)
+                a[i] = (float)(2 * kiln_rng_uniform(&rng) - 1);
+            for (int64_t i = 0; i < k * n; i++)
+                b[i] = (float)(2 * kiln_rng_uniform(&rng) - 1);
+            kiln_cpu_gemm(0, 0, 1, n, k, a, b, out);
+            for (int64_t j = 0; j < n; j++) {
+                double want = 0, mag = 0;
+                for (int64_t p = 0; p < k; p++) {
+                    want += (double)a[p] * b[p * n + j];
+                    mag += fabs((double)a[p] * b[p * n + j]);
+                }
+                assert_true(fabs(out[j] - want) <= 1e-5 * mag);
+            }
+            free(a);
+            free(b);
+            free(out);
+        }
+    }
+    kiln_set_num_threads(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -674,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_movement),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_acc),
+        cmocka_unit_test(test_gemv_split),
         cmocka_unit_test(test_switches),
         cmocka_unit_test(test_softmax_ce),
         cmocka_unit_test(test_softmax_ce_matches_composite),

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/fast.h"
 #include "cpu/fused.h"
 #include "cpu/kernels.h"
 
@@ -376,6 +377,43 @@ static void acc_rows(int64_t w, int64_t k, float alpha, const float *rows,
 }
 #endif
 
+/* A row vector times a large [k, n] matrix is bound by reading the matrix,
+   and OpenBLAS runs it on one core: split its columns over the pool, each
+   part an independent one-thread GEMV over a column slice.  Returns 0 when
+   the product is too small to gain (then the caller does it whole). */
+typedef struct gemv_job {
+    int64_t n, k;
+    float alpha;
+    const float *a, *b;
+    float *out;
+} gemv_job;
+
+enum { GEMV_COLS = 64 }; /* columns per work item */
+
+static void gemv_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemv_job *j = ctx;
+    int64_t c0 = lo * GEMV_COLS, c1 = hi * GEMV_COLS < j->n ? hi * GEMV_COLS : j->n;
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)j->k, (int)(c1 - c0), j->alpha,
+                j->b + c0, (int)j->n, j->a, 1, 0.0f, j->out + c0, 1);
+}
+
+static int gemv_split(int64_t n, int64_t k, float alpha, const float *a,
+                      const float *b, float *out)
+{
+    int threads = kiln_cpu_threads();
+    if (threads < 2 || n < 2 * GEMV_COLS || n * k < (1 << 17))
+        return 0;
+    gemv_job j = {n, k, alpha, a, b, out};
+    int blas = openblas_get_num_threads();
+    if (blas > 1)
+        openblas_set_num_threads(1);
+    kiln_par_for((n + GEMV_COLS - 1) / GEMV_COLS, GEMV_COLS * k, gemv_range, &j);
+    if (blas > 1)
+        openblas_set_num_threads(blas);
+    return 1;
+}
+
 /* out = alpha op(a) op(b) + beta out, beta 0 (out is not read) or 1. */
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, const float *b, float beta, float *out)
@@ -400,6 +438,8 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                 acc_rows(m, k, alpha, a, b, out);
             return;
         }
+        if (m == 1 && !tb && beta == 0.0f && gemv_split(n, k, alpha, a, b, out))
+            return;
         blas_gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
         return;
     }
