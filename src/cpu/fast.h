@@ -30,6 +30,11 @@ typedef void (*kiln_range_fn)(void *ctx, int64_t lo, int64_t hi);
 void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn,
                   void *ctx);
 
+/* Merges s's axes, size-1 axes dropped, into [outer kept, red reduced,
+   inner kept]; 0 when the reduced axes are not one contiguous run. */
+int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
+                      int64_t *red, int64_t *inner);
+
 /* Threads the kernels use, the caller included. */
 int kiln_cpu_threads(void);
 /* Sets that count (kiln_set_num_threads); returns it. */

@@ -17,10 +17,8 @@ typedef struct reduce_job {
     float *o;
 } reduce_job;
 
-/* Merges x's axes into [outer, red, inner]; 0 when the reduced axes are not
-   one contiguous run. */
-static int reduce_shape(kiln_shape s, unsigned axes, int64_t *outer,
-                        int64_t *red, int64_t *inner)
+int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
+                      int64_t *red, int64_t *inner)
 {
     int64_t len[KILN_MAX_DIMS];
     int kind[KILN_MAX_DIMS], nd = 0;
@@ -127,7 +125,7 @@ static void run_reduce(const kiln_node *n, void *o, void *const *in, int is_max)
 {
     reduce_job j = {is_max, 0, 0, 0, 0, in[0], o};
     kiln_shape s = n->in[0]->shape;
-    if (!reduce_shape(s, n->at.axes, &j.outer, &j.red, &j.inner)) {
+    if (!kiln_reduce_split(s, n->at.axes, &j.outer, &j.red, &j.inner)) {
         kiln_ref_kernels[n->op](n, o, in);
         return;
     }

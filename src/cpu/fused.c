@@ -316,40 +316,11 @@ void kiln_fast_FUSED(const kiln_node *n, void *out, void *const *in)
 
 /* ------------------------------------------------------------ reductions */
 
-/* Merges domain's axes, size-1 axes dropped, into [outer kept, red reduced,
-   inner kept]; 0 when the reduced axes are not one run. */
-static int reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
-                        int64_t *red, int64_t *inner)
-{
-    int64_t len[KILN_MAX_DIMS];
-    int kind[KILN_MAX_DIMS], nd = 0;
-    for (int d = 0; d < s.ndim; d++) {
-        if (s.d[d] == 1)
-            continue;
-        int k = (axes >> d) & 1;
-        if (nd && kind[nd - 1] == k) {
-            len[nd - 1] *= s.d[d];
-        } else {
-            len[nd] = s.d[d];
-            kind[nd++] = k;
-        }
-    }
-    *outer = *red = *inner = 1;
-    int i = 0;
-    if (i < nd && !kind[i])
-        *outer = len[i++];
-    if (i < nd && kind[i])
-        *red = len[i++];
-    if (i < nd && !kind[i])
-        *inner = len[i++];
-    return i == nd;
-}
-
 int kiln_fused_reduce_ok(kiln_shape domain, unsigned axes)
 {
     int64_t outer, red, inner;
     return !(axes >> domain.ndim) &&
-           reduce_split(domain, axes, &outer, &red, &inner);
+           kiln_reduce_split(domain, axes, &outer, &red, &inner);
 }
 
 int kiln_fused_is_reduction(const kiln_node *n)
@@ -514,7 +485,7 @@ static void fused_reduce(const kiln_node *n, float *o, void *const *in,
     j.apply = fast ? apply_fast : apply_ref;
     j.is_max = j.p->reduce == KILN_OP_RMAX;
     j.out = o;
-    if (!reduce_split(j.p->domain, j.p->axes, &j.outer, &j.red, &j.inner))
+    if (!kiln_reduce_split(j.p->domain, j.p->axes, &j.outer, &j.red, &j.inner))
         return; /* the validator admits no other program */
     j.chunks = (j.inner + COLS - 1) / COLS;
     int64_t items = j.outer * j.chunks;
