@@ -411,6 +411,52 @@ static void test_errors(void **state)
     assert_int_equal(kiln_computation_call(NULL, NULL), KILN_ERR_ARG);
 }
 
+/* The unary ops, div, apply, wrap, named and the axes string, against
+   values computed here: y = -exp(log(x) / 2) on (C, N) aligned with a
+   wrapped tanh of the transposed layout (N, C). */
+static void test_unary_wrap_named(void **state)
+{
+    (void)state;
+    enum { C = 3, N = 5 };
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_axis ac = kiln_axis_make("C", C, 0), an = kiln_axis_make("N", N, 1);
+    kiln_ax *x =
+        kiln_ax_named(kiln_ax_placeholder(g, "x", KILN_AXES(ac, an)), "xs");
+    assert_string_equal(kiln_node_name(kiln_ax_node(x)), "xs");
+    char buf[64];
+    assert_string_equal(kiln_axes_str(kiln_ax_axes(x), buf, sizeof buf),
+                        "(C:3, N:5*)");
+    kiln_ax *root =
+        kiln_ax_exp(g, kiln_ax_div(g, kiln_ax_log(g, x), kiln_ax_scalar(g, 2)));
+    kiln_node *t = kiln_tanh(g, kiln_transpose(g, kiln_ax_node(x)));
+    kiln_ax *tw = kiln_ax_wrap(g, t, KILN_AXES(an, ac));
+    kiln_ax *y =
+        kiln_ax_add(g, kiln_ax_neg(g, root), kiln_ax_apply(g, kiln_relu, tw));
+    kiln_axes ya = kiln_ax_axes(y);
+    assert_int_equal(ya.n, 2);
+    assert_true(kiln_axis_same(ya.a[0], ac) && kiln_axis_same(ya.a[1], an));
+    float xv[C * N];
+    for (int i = 0; i < C * N; i++)
+        xv[i] = 0.1f + 0.2f * (float)i;
+    kiln_tensor *xt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(C, N), xv);
+    kiln_tensor *out = run_ax(s, g, y, &x, &xt, 1);
+    for (int i = 0; i < C * N; i++) {
+        double want = -sqrt(xv[i]) + fmax(0, tanh(xv[i]));
+        assert_true(fabs(kiln_tensor_f32(out)[i] - want) < 1e-5);
+    }
+    /* wrap with lengths that do not match the node's shape */
+    kiln_graph *g2 = kiln_graph_new();
+    kiln_node *n2 = kiln_fill(g2, KILN_SHAPE(2, 2), 1);
+    kiln_ax_wrap(g2, n2, KILN_AXES(ac, an));
+    assert_int_not_equal(kiln_graph_status(g2), KILN_OK);
+    kiln_graph_free(g2);
+    kiln_tensor_free(out);
+    kiln_tensor_free(xt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
 /* A computation and its session may be freed in either order. */
 static void test_free_order(void **state)
 {
@@ -440,6 +486,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_order),
+        cmocka_unit_test(test_unary_wrap_named),
         cmocka_unit_test(test_dot_permuted_layouts),
         cmocka_unit_test(test_dot_multi_axis_and_shared),
         cmocka_unit_test(test_elementwise_aligns_by_identity),

@@ -219,6 +219,85 @@ static void test_nll_with_softmax_grad(void **state)
     kiln_graph_free(g);
 }
 
+/* Restoring a batcher's RNG replays the same shuffled epoch. */
+static void test_batcher_rng_restore(void **state)
+{
+    (void)state;
+    kiln_tensor *x = iota_rows(20, 1);
+    kiln_tensor *a = kiln_tensor_new(KILN_F32, KILN_SHAPE(20, 1));
+    kiln_tensor *b = kiln_tensor_new(KILN_F32, KILN_SHAPE(20, 1));
+    kiln_batcher *p = kiln_batcher_new(x, NULL, 20, 1, 1, 4);
+    assert_int_equal(kiln_batcher_next(p, a, NULL), 20);
+    kiln_rng saved = *kiln_batcher_rng(p); /* before the next shuffle */
+    assert_int_equal(kiln_batcher_next(p, a, NULL), 0); /* reshuffles */
+    assert_int_equal(kiln_batcher_next(p, a, NULL), 20);
+    *kiln_batcher_rng(p) = saved;
+    assert_int_equal(kiln_batcher_next(p, b, NULL), 0); /* same shuffle */
+    assert_int_equal(kiln_batcher_next(p, b, NULL), 20);
+    assert_memory_equal(kiln_tensor_f32(a), kiln_tensor_f32(b),
+                        20 * sizeof(float));
+    assert_null(kiln_batcher_rng(NULL));
+    kiln_batcher_free(p);
+    kiln_tensor_free(a);
+    kiln_tensor_free(b);
+    kiln_tensor_free(x);
+}
+
+/* kiln_file_read recognises each format by its first bytes, whatever the
+   file is called, and names an unknown one. */
+static void test_file_read_detects(void **state)
+{
+    (void)state;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    float v[3] = {1, 2, 3};
+    assert_int_equal(
+        kiln_tensor_list_add(l, "v", kiln_tensor_from_f32(KILN_SHAPE(3), v)),
+        KILN_OK);
+    char path[] = "/tmp/kiln_detect_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int fmt = 0; fmt < 3; fmt++) {
+        kiln_status st = fmt == 0   ? kiln_npz_write(path, l, 1)
+                         : fmt == 1 ? kiln_safetensors_write(path, l)
+                                    : kiln_bin_write(path, l);
+        assert_int_equal(st, KILN_OK);
+        kiln_tensor_list *r = kiln_file_read(path);
+        assert_non_null(r);
+        assert_memory_equal(kiln_tensor_f32(kiln_tensor_list_find(r, "v")), v,
+                            sizeof v);
+        kiln_tensor_list_free(r);
+    }
+    FILE *f = fopen(path, "wb");
+    fputs("hello, world", f);
+    fclose(f);
+    assert_null(kiln_file_read(path));
+    assert_non_null(
+        strstr(kiln_last_error(), "not a .npz, .safetensors or .bin file"));
+    assert_null(kiln_file_read(NULL));
+    unlink(path);
+    kiln_tensor_list_free(l);
+}
+
+/* Off a terminal the progress bar writes one plain summary line. */
+static void test_progress_plain(void **state)
+{
+    (void)state;
+    char buf[256] = {0};
+    FILE *out = fmemopen(buf, sizeof buf - 1, "w");
+    kiln_progress p;
+    double t0 = kiln_now();
+    kiln_progress_begin(&p, out, "epoch 1/2", 3);
+    for (int i = 1; i <= 3; i++)
+        kiln_progress_update(&p, i, 0.5, 128);
+    kiln_progress_end(&p, "train loss 0.5000");
+    fclose(out);
+    assert_true(kiln_now() >= t0);
+    assert_non_null(strstr(buf, "epoch 1/2 3/3 steps in"));
+    assert_non_null(strstr(buf, "train loss 0.5000"));
+    assert_null(strchr(buf, '\r')); /* no redraws off a terminal */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +306,9 @@ int main(void)
         cmocka_unit_test(test_mixture),
         cmocka_unit_test(test_mnist_errors),
         cmocka_unit_test(test_nll_with_softmax_grad),
+        cmocka_unit_test(test_batcher_rng_restore),
+        cmocka_unit_test(test_file_read_detects),
+        cmocka_unit_test(test_progress_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
