@@ -699,6 +699,58 @@ static void test_gemv_split(void **state)
     kiln_set_num_threads(1);
 }
 
+/* Thin products with enough work are split into row blocks over the
+   threads: every transpose combination, plain and accumulating, at row
+   counts that leave a partial block, against double sums. */
+static void test_gemm_row_split(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {
+        {200, 32, 784}, {784, 32, 128}, {129, 10, 1000}};
+    for (int t = 1; t <= 2; t++) {
+        kiln_set_num_threads(t);
+        for (size_t c = 0; c < 3 * 4 * 2; c++) {
+            int64_t m = shapes[c / 8][0], n = shapes[c / 8][1],
+                    k = shapes[c / 8][2];
+            int ta = (int)(c / 2) % 2, tb = (int)(c / 4) % 2, acc = (int)c % 2;
+            kiln_rng rng;
+            kiln_rng_seed(&rng, (uint64_t)c);
+            float *a = malloc(sizeof(float) * (size_t)(m * k));
+            float *b = malloc(sizeof(float) * (size_t)(k * n));
+            float *out = malloc(sizeof(float) * (size_t)(m * n));
+            for (int64_t i = 0; i < m * k; i++)
+                a[i] = (float)(2 * kiln_rng_uniform(&rng) - 1);
+            for (int64_t i = 0; i < k * n; i++)
+                b[i] = (float)(2 * kiln_rng_uniform(&rng) - 1);
+            for (int64_t i = 0; i < m * n; i++)
+                out[i] = acc ? (float)i / (float)(m * n) : 0;
+            if (acc)
+                kiln_cpu_gemm_acc(ta, tb, m, n, k, -0.5f, a, b, out);
+            else
+                kiln_cpu_gemm(ta, tb, m, n, k, a, b, out);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double want = 0, mag = 0;
+                    for (int64_t p = 0; p < k; p++) {
+                        double av = ta ? a[p * m + i] : a[i * k + p];
+                        double bv = tb ? b[j * k + p] : b[p * n + j];
+                        want += av * bv;
+                        mag += fabs(av * bv);
+                    }
+                    double base =
+                        acc ? (double)(i * n + j) / (double)(m * n) : 0;
+                    want = acc ? base - 0.5 * want : want;
+                    assert_true(fabs(out[i * n + j] - want) <=
+                                1e-5 * (mag + 1));
+                }
+            free(a);
+            free(b);
+            free(out);
+        }
+    }
+    kiln_set_num_threads(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -713,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_acc),
         cmocka_unit_test(test_gemv_split),
+        cmocka_unit_test(test_gemm_row_split),
         cmocka_unit_test(test_switches),
         cmocka_unit_test(test_softmax_ce),
         cmocka_unit_test(test_softmax_ce_matches_composite),
