@@ -1,0 +1,137 @@
+/* Builders of contractions (matmul, nGraph Dot) and conversions (one-hot,
+   cast, stop_gradient). */
+#include "graph/builders.h"
+
+/* ---------------------------------------------------------------- contraction
+ */
+
+kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
+                       int trans_b)
+{
+    const char *fn = "kiln_matmul";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
+        !check_f32(g, fn, a) || !check_f32(g, fn, b))
+        return &g->poison;
+    kiln_shape sa = a->shape, sb = b->shape;
+    if (sa.ndim < 2 || sb.ndim < 2)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: %s x %s: operands need 2 or more dims", fn,
+                               S(sa, b1), S(sb, b2));
+    int64_t m = sa.d[sa.ndim - (trans_a ? 1 : 2)];
+    int64_t ka = sa.d[sa.ndim - (trans_a ? 2 : 1)];
+    int64_t kb = sb.d[sb.ndim - (trans_b ? 1 : 2)];
+    int64_t nn = sb.d[sb.ndim - (trans_b ? 2 : 1)];
+    if (ka != kb)
+        return kiln_graph_fail(
+            g, KILN_ERR_SHAPE,
+            "%s: %s%s x %s%s: inner dimensions differ (%lld vs "
+            "%lld)",
+            fn, S(sa, b1), trans_a ? "^T" : "", S(sb, b2), trans_b ? "^T" : "",
+            (long long)ka, (long long)kb);
+    kiln_shape ba = sa, bb = sb, out;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    if (!kiln_shape_broadcast(ba, bb, &out))
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: batch dims of %s and %s do not broadcast",
+                               fn, S(sa, b1), S(sb, b2));
+    out.d[out.ndim++] = m;
+    out.d[out.ndim++] = nn;
+    kiln_node *in[2] = {a, b};
+    kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
+    r->at.trans_a = trans_a != 0;
+    r->at.trans_b = trans_b != 0;
+    return r;
+}
+
+kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n)
+{
+    const char *fn = "kiln_dot";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
+        !check_f32(g, fn, a) || !check_f32(g, fn, b))
+        return &g->poison;
+    kiln_shape sa = a->shape, sb = b->shape;
+    if (n < 0 || n > sa.ndim || n > sb.ndim)
+        return kiln_graph_fail(g, KILN_ERR_ARG,
+                               "%s: cannot contract %d axes of %s and %s", fn,
+                               n, S(sa, b1), S(sb, b2));
+    int64_t k = 1;
+    for (int i = 0; i < n; i++) {
+        if (sa.d[sa.ndim - n + i] != sb.d[i])
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: %s . %s: contracted axes differ (%lld vs "
+                "%lld)",
+                fn, S(sa, b1), S(sb, b2), (long long)sa.d[sa.ndim - n + i],
+                (long long)sb.d[i]);
+        k *= sb.d[i];
+    }
+    kiln_shape out = {0};
+    if (sa.ndim - n + sb.ndim - n > KILN_MAX_DIMS)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: result has too many dims", fn);
+    int64_t m = 1, nn = 1;
+    for (int i = 0; i < sa.ndim - n; i++) {
+        out.d[out.ndim++] = sa.d[i];
+        m *= sa.d[i];
+    }
+    for (int i = n; i < sb.ndim; i++) {
+        out.d[out.ndim++] = sb.d[i];
+        nn *= sb.d[i];
+    }
+    kiln_node *a2 = kiln_reshape(g, a, KILN_SHAPE(m, k));
+    kiln_node *b2_ = kiln_reshape(g, b, KILN_SHAPE(k, nn));
+    kiln_node *p = kiln_matmul(g, a2, b2_, 0, 0);
+    return kiln_reshape(g, p, out);
+}
+
+/* ---------------------------------------------------------------- conversion
+ */
+
+kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth)
+{
+    const char *fn = "kiln_one_hot";
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, labels))
+        return &g->poison;
+    if (labels->dtype != KILN_I32)
+        return kiln_graph_fail(g, KILN_ERR_DTYPE,
+                               "%s: labels have dtype %s, expected i32", fn,
+                               kiln_dtype_name(labels->dtype));
+    if (depth <= 0)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: depth %d must be positive",
+                               fn, depth);
+    if (labels->shape.ndim >= KILN_MAX_DIMS)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: too many dims", fn);
+    kiln_shape out = labels->shape;
+    out.d[out.ndim++] = depth;
+    kiln_node *n = kiln_node_make(g, KILN_OP_ONEHOT, KILN_F32, out, &labels, 1);
+    n->at.depth = depth;
+    return n;
+}
+
+kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
+{
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, "kiln_cast", x) ||
+        !check_dtype(g, "kiln_cast", dt))
+        return &g->poison;
+    return kiln_node_make(g, KILN_OP_CAST, dt, x->shape, &x, 1);
+}
+
+kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x)
+{
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, "kiln_stop_gradient", x))
+        return &g->poison;
+    return kiln_node_make(g, KILN_OP_STOPGRAD, x->dtype, x->shape, &x, 1);
+}

@@ -1,0 +1,234 @@
+/* Builders of movement ops: reshape, permute, broadcast, slice, pad,
+   concat. */
+#include <string.h>
+
+#include "graph/builders.h"
+
+/* ---------------------------------------------------------------- movement */
+
+kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
+{
+    const char *fn = "kiln_reshape";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x))
+        return &g->poison;
+    if (shape.ndim < 0 || shape.ndim > KILN_MAX_DIMS)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %d dims (at most %d)",
+                               fn, shape.ndim, KILN_MAX_DIMS);
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < shape.ndim; i++) {
+        if (shape.d[i] == -1 && infer < 0)
+            infer = i;
+        else if (shape.d[i] < 0)
+            return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s",
+                                   fn, S(shape, b1));
+        else
+            known *= shape.d[i];
+    }
+    int64_t numel = kiln_shape_numel(x->shape);
+    if (infer >= 0) {
+        if (known == 0 || numel % known)
+            return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                                   "%s: cannot infer -1 reshaping %s to %s", fn,
+                                   S(x->shape, b1), S(shape, b2));
+        shape.d[infer] = numel / known;
+    }
+    if (kiln_shape_numel(shape) != numel)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: %s to %s changes the element count", fn,
+                               S(x->shape, b1), S(shape, b2));
+    return kiln_node_make(g, KILN_OP_RESHAPE, x->dtype, shape, &x, 1);
+}
+
+kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
+{
+    const char *fn = "kiln_permute";
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x))
+        return &g->poison;
+    if (!perm)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: perm is NULL", fn);
+    unsigned seen = 0;
+    kiln_shape out = x->shape;
+    for (int i = 0; i < x->shape.ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= x->shape.ndim || (seen & (1u << perm[i])))
+            return kiln_graph_fail(g, KILN_ERR_ARG,
+                                   "%s: perm is not a permutation of %d axes",
+                                   fn, x->shape.ndim);
+        seen |= 1u << perm[i];
+        out.d[i] = x->shape.d[perm[i]];
+    }
+    kiln_node *n = kiln_node_make(g, KILN_OP_PERMUTE, x->dtype, out, &x, 1);
+    for (int i = 0; i < x->shape.ndim; i++)
+        n->at.perm[i] = perm[i];
+    return n;
+}
+
+kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x)
+{
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, "kiln_transpose", x))
+        return &g->poison;
+    int nd = x->shape.ndim;
+    if (nd < 2)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "kiln_transpose: needs 2 or more dims, got %d",
+                               nd);
+    int perm[KILN_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        perm[i] = i;
+    perm[nd - 2] = nd - 1;
+    perm[nd - 1] = nd - 2;
+    return kiln_permute(g, x, perm);
+}
+
+kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape)
+{
+    const char *fn = "kiln_broadcast_to";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x) || !check_shape(g, fn, shape))
+        return &g->poison;
+    kiln_shape out;
+    if (x->shape.ndim > shape.ndim ||
+        !kiln_shape_broadcast(x->shape, shape, &out) ||
+        !kiln_shape_equal(out, shape))
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: cannot broadcast %s to %s", fn,
+                               S(x->shape, b1), S(shape, b2));
+    if (kiln_shape_equal(x->shape, shape))
+        return x;
+    return kiln_node_make(g, KILN_OP_BROADCAST, x->dtype, shape, &x, 1);
+}
+
+kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
+                          unsigned new_axes)
+{
+    const char *fn = "kiln_broadcast";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x) || !check_shape(g, fn, shape))
+        return &g->poison;
+    kiln_shape kept = shape;
+    int j = 0;
+    for (int i = 0; i < shape.ndim; i++) {
+        if (new_axes & (1u << i)) {
+            kept.d[i] = 1;
+        } else {
+            if (j >= x->shape.ndim || x->shape.d[j] != shape.d[i])
+                break;
+            j++;
+        }
+    }
+    if (j != x->shape.ndim || (new_axes >> shape.ndim) ||
+        shape.ndim - __builtin_popcount(new_axes) != x->shape.ndim)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: %s with new axes 0x%x does not give %s", fn,
+                               S(x->shape, b1), new_axes, S(shape, b2));
+    kiln_node *r = kiln_reshape(g, x, kept);
+    return kiln_broadcast_to(g, r, shape);
+}
+
+static int64_t norm_range(int64_t v, int64_t dim)
+{
+    return v < 0 ? v + dim : v;
+}
+
+kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
+                      const int64_t *stop)
+{
+    const char *fn = "kiln_slice";
+    char b1[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x))
+        return &g->poison;
+    if (!start || !stop)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: start or stop is NULL",
+                               fn);
+    kiln_shape out = x->shape;
+    int64_t lo[KILN_MAX_DIMS];
+    for (int i = 0; i < x->shape.ndim; i++) {
+        int64_t dim = x->shape.d[i];
+        int64_t a = norm_range(start[i], dim), b = norm_range(stop[i], dim);
+        if (a < 0 || b > dim || a > b)
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: range [%lld:%lld] out of bounds on axis %d "
+                "of %s",
+                fn, (long long)start[i], (long long)stop[i], i,
+                S(x->shape, b1));
+        lo[i] = a;
+        out.d[i] = b - a;
+    }
+    kiln_node *n = kiln_node_make(g, KILN_OP_SLICE, x->dtype, out, &x, 1);
+    memcpy(n->at.lo, lo, sizeof lo);
+    return n;
+}
+
+kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
+                    const int64_t *hi, float value)
+{
+    const char *fn = "kiln_pad";
+    if (!g)
+        return NULL;
+    if (!kiln_graph_check(g, fn, x))
+        return &g->poison;
+    if (!lo || !hi)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: lo or hi is NULL", fn);
+    kiln_shape out = x->shape;
+    for (int i = 0; i < x->shape.ndim; i++) {
+        if (lo[i] < 0 || hi[i] < 0)
+            return kiln_graph_fail(g, KILN_ERR_ARG,
+                                   "%s: negative padding on axis %d", fn, i);
+        out.d[i] += lo[i] + hi[i];
+    }
+    if (!check_shape(g, fn, out))
+        return &g->poison;
+    kiln_node *n = kiln_node_make(g, KILN_OP_PAD, x->dtype, out, &x, 1);
+    memcpy(n->at.lo, lo, (size_t)x->shape.ndim * sizeof *lo);
+    n->at.value = value;
+    return n;
+}
+
+kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
+{
+    const char *fn = "kiln_concat";
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    if (!g)
+        return NULL;
+    if (g->status)
+        return &g->poison;
+    if (!xs || n < 1)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: needs at least one node",
+                               fn);
+    for (int i = 0; i < n; i++)
+        if (!kiln_graph_check(g, fn, xs[i]))
+            return &g->poison;
+    int ax = norm_axis(g, fn, axis, xs[0]->shape.ndim);
+    if (ax < 0)
+        return &g->poison;
+    kiln_shape out = xs[0]->shape;
+    for (int i = 1; i < n; i++) {
+        kiln_shape s = xs[i]->shape;
+        int ok = s.ndim == out.ndim && xs[i]->dtype == xs[0]->dtype;
+        for (int d = 0; ok && d < s.ndim; d++)
+            ok = d == ax || s.d[d] == out.d[d];
+        if (!ok)
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE, "%s: %s%s and %s%s differ off axis %d", fn,
+                kiln_dtype_name(xs[0]->dtype), S(xs[0]->shape, b1),
+                kiln_dtype_name(xs[i]->dtype), S(s, b2), ax);
+        out.d[ax] += s.d[ax];
+    }
+    kiln_node *r = kiln_node_make(g, KILN_OP_CONCAT, xs[0]->dtype, out, xs, n);
+    r->at.axis = ax;
+    return r;
+}
