@@ -35,6 +35,9 @@ void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn,
 int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
                       int64_t *red, int64_t *inner);
 
+/* The largest of n floats, NaN when any is NaN (vectorised). */
+float kiln_row_max(const float *x, int64_t n);
+
 /* Threads the kernels use, the caller included. */
 int kiln_cpu_threads(void);
 /* Sets that count (kiln_set_num_threads); returns it. */

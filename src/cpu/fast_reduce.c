@@ -52,7 +52,8 @@ KILN_CLONES static float sum_row(const float *x, int64_t n)
     return (float)acc;
 }
 
-KILN_CLONES static float max_row(const float *x, int64_t n)
+/* The largest of n floats; NaN when any is NaN (like the reference). */
+KILN_CLONES float kiln_row_max(const float *x, int64_t n)
 {
     float m = -INFINITY;
     int nan = 0;
@@ -102,7 +103,7 @@ static void rows_range(void *ctx, int64_t lo, int64_t hi)
 {
     reduce_job *j = ctx;
     for (int64_t r = lo; r < hi; r++)
-        j->o[r] = j->is_max ? max_row(j->x + r * j->red, j->red)
+        j->o[r] = j->is_max ? kiln_row_max(j->x + r * j->red, j->red)
                             : sum_row(j->x + r * j->red, j->red);
 }
 

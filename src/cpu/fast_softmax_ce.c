@@ -11,21 +11,6 @@
    not depend on the thread count. */
 enum { CHUNKS = 64 };
 
-KILN_CLONES static float row_max(const float *x, int64_t c)
-{
-    float m = -INFINITY;
-    int nan = 0;
-    _Pragma("omp simd reduction(max : m) reduction(| : nan)") for (int64_t j =
-                                                                       0;
-                                                                   j < c; j++)
-    {
-        float v = x[j];
-        m = m > v ? m : v;
-        nan |= v != v;
-    }
-    return nan ? NAN : m;
-}
-
 /* sum of exp(x - m) over the row, each exp also stored in e when not NULL */
 KILN_CLONES static float row_expsum(const float *x, float *e, int64_t c,
                                     float m)
@@ -114,7 +99,7 @@ static double loss_rows(const ce_job *j, int64_t r0, int64_t r1)
         int32_t l = j->lab[i];
         if (l < 0 || l >= c)
             continue;
-        float m = row_max(x, c);
+        float m = kiln_row_max(x, c);
         acc += (x[l] - m) - logf(row_expsum(x, NULL, c, m));
     }
     return acc;
@@ -151,7 +136,7 @@ void kiln_fast_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
 KILN_CLONES static void grad_row(const float *x, float *out, int64_t c,
                                  int32_t l, float k)
 {
-    float m = row_max(x, c), s = row_expsum(x, out, c, m);
+    float m = kiln_row_max(x, c), s = row_expsum(x, out, c, m);
     _Pragma("omp simd") for (int64_t j = 0; j < c; j++) out[j] =
         (out[j] / s - (j == l ? 1.0f : 0.0f)) * k;
 }
