@@ -1202,6 +1202,9 @@ kiln_status kiln_file_info(const char *path, FILE *out);
 /* Reads a .npz, .safetensors or .bin file, whichever its first bytes say it
    is.  NULL (kiln_last_error) as the readers. */
 kiln_tensor_list *kiln_file_read(const char *path);
+/* Writes l as .safetensors or .bin when path ends so, otherwise as an
+   uncompressed .npz; atomic like the writers.  Errors as the writers. */
+kiln_status kiln_file_write(const char *path, const kiln_tensor_list *l);
 
 #ifdef __cplusplus
 }

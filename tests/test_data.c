@@ -298,6 +298,33 @@ static void test_progress_plain(void **state)
     assert_null(strchr(buf, '\r')); /* no redraws off a terminal */
 }
 
+/* kiln_file_write picks the format from the extension. */
+static void test_file_write_by_extension(void **state)
+{
+    (void)state;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    float v[2] = {4, 5};
+    assert_int_equal(
+        kiln_tensor_list_add(l, "v", kiln_tensor_from_f32(KILN_SHAPE(2), v)),
+        KILN_OK);
+    const char *names[] = {"/tmp/kiln_fw_test.safetensors",
+                           "/tmp/kiln_fw_test.bin", "/tmp/kiln_fw_test.npz"};
+    kiln_tensor_list *(*readers[])(const char *) = {
+        kiln_safetensors_read, kiln_bin_read, kiln_npz_read};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kiln_file_write(names[i], l), KILN_OK);
+        kiln_tensor_list *r =
+            readers[i](names[i]); /* only that reader accepts it */
+        assert_non_null(r);
+        assert_memory_equal(kiln_tensor_f32(kiln_tensor_list_find(r, "v")), v,
+                            sizeof v);
+        kiln_tensor_list_free(r);
+        unlink(names[i]);
+    }
+    assert_int_equal(kiln_file_write(NULL, l), KILN_ERR_ARG);
+    kiln_tensor_list_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_batcher_rng_restore),
         cmocka_unit_test(test_file_read_detects),
         cmocka_unit_test(test_progress_plain),
+        cmocka_unit_test(test_file_write_by_extension),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

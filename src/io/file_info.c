@@ -59,6 +59,42 @@ static kiln_status bin_info(const char *path, FILE *out)
     return KILN_OK;
 }
 
+enum { NAME_OTHER, NAME_NPZ, NAME_SAFETENSORS, NAME_BIN };
+
+/* The format a file name's extension names. */
+static int format_of_name(const char *path)
+{
+    static const struct {
+        const char *ext;
+        int format;
+    } names[] = {{".npz", NAME_NPZ},
+                 {".safetensors", NAME_SAFETENSORS},
+                 {".bin", NAME_BIN}};
+    size_t n = strlen(path);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t k = strlen(names[i].ext);
+        if (n > k && strcmp(path + n - k, names[i].ext) == 0)
+            return names[i].format;
+    }
+    return NAME_OTHER;
+}
+
+kiln_status kiln_file_write(const char *path, const kiln_tensor_list *l)
+{
+    if (!path) {
+        kiln_set_last_error("kiln_file_write: NULL path");
+        return KILN_ERR_ARG;
+    }
+    switch (format_of_name(path)) {
+    case NAME_SAFETENSORS:
+        return kiln_safetensors_write(path, l);
+    case NAME_BIN:
+        return kiln_bin_write(path, l);
+    default:
+        return kiln_npz_write(path, l, 0);
+    }
+}
+
 kiln_tensor_list *kiln_file_read(const char *path)
 {
     if (!path) {
@@ -70,13 +106,16 @@ kiln_tensor_list *kiln_file_read(const char *path)
     if (detect(path, &kind, &e)) {
         /* an unrecognised file with a known extension gets that reader's
            more precise message (bad magic, truncated header...) */
-        size_t n = strlen(path);
-        if (n > 4 && !strcmp(path + n - 4, ".bin"))
+        switch (format_of_name(path)) {
+        case NAME_BIN:
             return kiln_bin_read(path);
-        if (n > 4 && !strcmp(path + n - 4, ".npz"))
+        case NAME_NPZ:
             return kiln_npz_read(path);
-        if (n > 12 && !strcmp(path + n - 12, ".safetensors"))
+        case NAME_SAFETENSORS:
             return kiln_safetensors_read(path);
+        default:
+            break;
+        }
         kiln_set_last_error("kiln_file_read: %s: %s", path, e.msg);
         return NULL;
     }

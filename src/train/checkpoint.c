@@ -7,21 +7,6 @@
 
 static const char *RNG_KEY = "__rng__";
 
-static int has_suffix(const char *path, const char *suffix)
-{
-    size_t n = strlen(path), k = strlen(suffix);
-    return n >= k && strcmp(path + n - k, suffix) == 0;
-}
-
-static int is_safetensors(const char *path)
-{
-    return has_suffix(path, ".safetensors");
-}
-static int is_bin(const char *path)
-{
-    return has_suffix(path, ".bin");
-}
-
 kiln_status kiln_session_save(kiln_session *s, const char *path)
 {
     if (!s)
@@ -51,9 +36,7 @@ kiln_status kiln_session_save(kiln_session *s, const char *path)
         (!r || (st = kiln_tensor_list_add(l, RNG_KEY, r)) != KILN_OK))
         kiln_tensor_free(r);
     if (st == KILN_OK)
-        st = is_safetensors(path) ? kiln_safetensors_write(path, l)
-             : is_bin(path)       ? kiln_bin_write(path, l)
-                                  : kiln_npz_write(path, l, 0);
+        st = kiln_file_write(path, l);
     kiln_tensor_list_free(l);
     if (st != KILN_OK)
         return kiln_session_fail(s, st, "kiln_session_save: %s",
