@@ -223,21 +223,34 @@ kiln_node *kiln_debug(kiln_node *n, const char *msg)
     return n;
 }
 
+void kiln_node_format(const kiln_node *n, const char *op, char quote, char *buf,
+                      size_t size)
+{
+    char sh[96];
+    size_t k = 0;
+#define PUT(...)                                                               \
+    do {                                                                       \
+        int w = snprintf(buf + k, k < size ? size - k : 0, __VA_ARGS__);       \
+        k += w > 0 ? (size_t)w : 0;                                            \
+    } while (0)
+    PUT("%%%d = %s(", n->id, op ? op : kiln_op_table[n->op].name);
+    for (int i = 0; i < n->n_in; i++)
+        PUT("%s%%%d", i ? ", " : "", n->in[i]->id);
+    PUT(") %s%s", kiln_dtype_name(n->dtype),
+        kiln_shape_str(n->shape, sh, sizeof sh));
+    if (n->name)
+        PUT(" %c%s%c", quote, n->name, quote);
+#undef PUT
+}
+
 kiln_status kiln_graph_print(const kiln_graph *g, FILE *out)
 {
     if (!g || !out)
         return KILN_ERR_ARG;
-    char buf[128];
+    char line[1024];
     for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *n = g->nodes[i];
-        fprintf(out, "%%%d = %s(", n->id, kiln_op_table[n->op].name);
-        for (int j = 0; j < n->n_in; j++)
-            fprintf(out, "%s%%%d", j ? ", " : "", n->in[j]->id);
-        fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
-                kiln_shape_str(n->shape, buf, sizeof buf));
-        if (n->name)
-            fprintf(out, " \"%s\"", n->name);
-        fputc('\n', out);
+        kiln_node_format(g->nodes[i], NULL, '"', line, sizeof line);
+        fprintf(out, "%s\n", line);
     }
     return KILN_OK;
 }

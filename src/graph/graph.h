@@ -106,6 +106,11 @@ int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x);
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in);
 void *kiln_graph_alloc(kiln_graph *g, size_t bytes);
+/* Writes n as an IR line, "%7 = add(%3, %6) f32[128,600] "name"", into buf
+   (always terminated, cut at size); op replaces the op's name when not
+   NULL, quote is the character around the name. */
+void kiln_node_format(const kiln_node *n, const char *op, char quote, char *buf,
+                      size_t size);
 const char *kiln_graph_strdup(kiln_graph *g, const char *s);
 
 /* Builders used by composites and gradient rules (no public checks). */

@@ -308,22 +308,16 @@ kiln_status kiln_program_validate(const kiln_program *p, char *err, size_t len)
 
 void kiln_program_print(const kiln_program *p, FILE *out)
 {
-    char b[128], prog[1024];
+    char prog[1024], op[1040], line[2048];
     const kiln_graph *g = p->g;
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = g->nodes[i];
         if (n->op == KILN_OP_FUSED)
-            fprintf(out, "%%%d = fused[%s](", n->id,
-                    kiln_fused_format(n, prog, sizeof prog));
-        else
-            fprintf(out, "%%%d = %s(", n->id, kiln_op_table[n->op].name);
-        for (int j = 0; j < n->n_in; j++)
-            fprintf(out, "%s%%%d", j ? ", " : "", n->in[j]->id);
-        fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
-                kiln_shape_str(n->shape, b, sizeof b));
-        if (n->name)
-            fprintf(out, " \"%s\"", n->name);
-        fputc('\n', out);
+            snprintf(op, sizeof op, "fused[%s]",
+                     kiln_fused_format(n, prog, sizeof prog));
+        kiln_node_format(n, n->op == KILN_OP_FUSED ? op : NULL, '"', line,
+                         sizeof line);
+        fprintf(out, "%s\n", line);
     }
     fprintf(out, "outputs:");
     for (int i = 0; i < p->n_out; i++)

@@ -62,26 +62,12 @@ static void ws_account(kiln_graph *g, size_t size)
         g->ws_peak = g->ws_live;
 }
 
-static void describe(const kiln_node *n, char *buf, size_t size)
-{
-    char sh[96];
-    int k = snprintf(buf, size, "%%%d = %s(", n->id, kiln_op_table[n->op].name);
-    for (int i = 0; i < n->n_in && k > 0 && (size_t)k < size; i++)
-        k += snprintf(buf + k, size - (size_t)k, "%s%%%d", i ? ", " : "",
-                      n->in[i]->id);
-    if (k > 0 && (size_t)k < size)
-        snprintf(buf + k, size - (size_t)k, ") %s%s%s%s%s",
-                 kiln_dtype_name(n->dtype),
-                 kiln_shape_str(n->shape, sh, sizeof sh), n->name ? " '" : "",
-                 n->name ? n->name : "", n->name ? "'" : "");
-}
-
 static void *ws_fail(kiln_pass *r, const kiln_node *n, size_t need,
                      const char *why)
 {
     char what[160] = "bookkeeping", b1[32], b2[32], b3[32];
     if (n)
-        describe(n, what, sizeof what);
+        kiln_node_format(n, NULL, '\'', what, sizeof what);
     kiln_session_fail(
         r->s, KILN_ERR_MEMORY,
         "%s: workspace %s at %s: needs %s, %s of %s reserved in use", r->fn,
@@ -278,7 +264,7 @@ static int64_t first_nonfinite(const kiln_node *n)
 static int input_summary(const kiln_node *x, char *buf, size_t size)
 {
     char d[160];
-    describe(x, d, sizeof d);
+    kiln_node_format(x, NULL, '\'', d, sizeof d);
     if (x->dtype != KILN_F32 || !x->value)
         return snprintf(buf, size, "%s", d);
     const float *v = x->value;
@@ -298,12 +284,12 @@ static kiln_status nonfinite_error(kiln_pass *r, kiln_node *n, int64_t at)
     char msg[KILN_ERRMSG_MAX], d[160], of[200] = "";
     kiln_graph *g = r->g;
     float bad = ((const float *)n->value)[at];
-    describe(n, d, sizeof d);
+    kiln_node_format(n, NULL, '\'', d, sizeof d);
     if (n->id >= r->grad_first) {
         for (int id = 0; id < r->grad_first; id++)
             if (g->nodes[id]->grad == n) {
                 char f[160];
-                describe(g->nodes[id], f, sizeof f);
+                kiln_node_format(g->nodes[id], NULL, '\'', f, sizeof f);
                 snprintf(of, sizeof of, " (the gradient of %s)", f);
                 break;
             }
