@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/log.h"
 #include "cpu/kernels.h"
 #include "grad/grad.h"
 #include "runtime/dynamic.h"
