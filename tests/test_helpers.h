@@ -111,4 +111,12 @@ static inline kiln_tensor *th_eval(kiln_session *s, kiln_graph *g, kiln_node *y)
     return t;
 }
 
+/* The graph failed, with a message containing needle. */
+static inline void th_expect_graph_error(kiln_graph *g, const char *needle)
+{
+    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
+    if (!strstr(kiln_graph_error(g), needle))
+        fail_msg("error '%s' lacks '%s'", kiln_graph_error(g), needle);
+}
+
 #endif

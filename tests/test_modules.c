@@ -329,13 +329,6 @@ static void test_train_and_test_programs(void **state)
     kiln_session_free(s2);
 }
 
-static void expect_error(kiln_graph *g, const char *needle)
-{
-    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
-    if (!strstr(kiln_graph_error(g), needle))
-        fail_msg("error '%s' lacks '%s'", kiln_graph_error(g), needle);
-}
-
 static void test_errors(void **state)
 {
     (void)state;
@@ -344,7 +337,7 @@ static void test_errors(void **state)
     linear lin = {OUT, NULL, NULL};
     kiln_subgraph *sg = kiln_module_create_graph(linear_build, &lin, &x, 1);
     kiln_call_info *ci = kiln_call_with_info(g, sg, &x, 1, NULL, 0);
-    expect_error(g, "input 'W' of 'subgraph' is not bound");
+    th_expect_graph_error(g, "input 'W' of 'subgraph' is not bound");
     assert_string_equal(kiln_node_op_name(kiln_call_info_output(ci, 0)),
                         "error");
     kiln_graph_free(g);
@@ -355,19 +348,19 @@ static void test_errors(void **state)
     kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(OUT));
     kiln_binding dict[2] = {{lin.W, W}, {lin.b, b}};
     kiln_call_with_info(g, sg, &wrong, 1, dict, 2);
-    expect_error(g, "wants f32[4,5], got f32[4,6]");
+    th_expect_graph_error(g, "wants f32[4,5], got f32[4,6]");
     kiln_graph_free(g);
 
     g = kiln_graph_new();
     x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(B, IN));
     kiln_binding twice[2] = {{lin.W, x}, {lin.W, x}};
     kiln_call_with_info(g, sg, &x, 1, twice, 2);
-    expect_error(g, "already bound");
+    th_expect_graph_error(g, "already bound");
     kiln_graph_free(g);
 
     kiln_node *not_input = kiln_subgraph_output_at(sg, 0);
     kiln_grad_info *gi = kiln_autodiff(sg, &not_input, 1);
-    expect_error(kiln_subgraph_graph(kiln_grad_info_graph(gi)),
+    th_expect_graph_error(kiln_subgraph_graph(kiln_grad_info_graph(gi)),
                  "not a graph input");
     assert_int_equal(kiln_grad_info_inputs_dict(gi, NULL, NULL, 0), -1);
     kiln_grad_info_free(gi);
@@ -375,7 +368,7 @@ static void test_errors(void **state)
 
     kiln_subgraph *empty = kiln_subgraph_new("empty");
     gi = kiln_autodiff(empty, NULL, 0);
-    expect_error(kiln_subgraph_graph(kiln_grad_info_graph(gi)), "no outputs");
+    th_expect_graph_error(kiln_subgraph_graph(kiln_grad_info_graph(gi)), "no outputs");
     kiln_grad_info_free(gi);
     kiln_subgraph_free(empty);
 
