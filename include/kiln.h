@@ -24,6 +24,10 @@ extern "C" {
 /* ---------------------------------------------------------------- basics */
 
 #define KILN_MAX_DIMS 8
+/* Largest element count of any shape (2^40); counting zero dimensions as 1,
+   the product of a shape's dimensions never exceeds it, so no element count,
+   stride or byte size can overflow. */
+#define KILN_MAX_NUMEL ((int64_t)1 << 40)
 
 typedef enum kiln_status {
     KILN_OK = 0,
@@ -70,7 +74,9 @@ const char *kiln_status_str(kiln_status st);
 size_t kiln_dtype_size(kiln_dtype dt);
 /* Name of a dtype: "f32", "i32", ... ("?" for an unknown dtype). */
 const char *kiln_dtype_name(kiln_dtype dt);
-/* Number of elements of a shape (1 for a scalar). */
+/* Number of elements of a shape (1 for a scalar); -1 for an invalid shape
+   (ndim outside [0, KILN_MAX_DIMS], a negative dimension, or a product of
+   dimensions above KILN_MAX_NUMEL). */
 int64_t kiln_shape_numel(kiln_shape s);
 /* Writes "[128,784]" into buf (always terminated); returns buf. */
 char *kiln_shape_str(kiln_shape s, char *buf, size_t n);

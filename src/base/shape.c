@@ -1,5 +1,6 @@
 #include "base/shape.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 size_t kiln_dtype_size(kiln_dtype dt)
@@ -43,12 +44,64 @@ int kiln_dtype_supported(kiln_dtype dt)
     return dt == KILN_F32 || dt == KILN_I32;
 }
 
+const char *kiln_shape_size_max(kiln_shape s, int64_t max_numel,
+                                size_t elem_size, int64_t *numel, size_t *bytes)
+{
+    if (s.ndim < 0 || s.ndim > KILN_MAX_DIMS)
+        return "has a dimension count outside [0, 8]";
+    if (max_numel > KILN_MAX_NUMEL || max_numel < 1)
+        max_numel = KILN_MAX_NUMEL;
+    int64_t n = 1, nonzero = 1;
+    for (int i = 0; i < s.ndim; i++) {
+        int64_t d = s.d[i];
+        if (d < 0)
+            return "has a negative dimension";
+        /* Zero dimensions count as 1: the others still size strides. */
+        if (d > 1 && nonzero > max_numel / d)
+            return max_numel == KILN_MAX_NUMEL
+                       ? "has more than 2^40 elements"
+                       : "has more elements than the limit";
+        if (d > 1)
+            nonzero *= d;
+        n = d == 0 ? 0 : n * d;
+    }
+    /* numel <= 2^40 and elem_size <= 8 in practice; check anyway. */
+    if (elem_size && (uint64_t)n > (uint64_t)PTRDIFF_MAX / elem_size)
+        return "is too large in bytes";
+    if (numel)
+        *numel = n;
+    if (bytes)
+        *bytes = (size_t)n * elem_size;
+    return NULL;
+}
+
+const char *kiln_shape_size(kiln_shape s, size_t elem_size, int64_t *numel,
+                            size_t *bytes)
+{
+    return kiln_shape_size_max(s, KILN_MAX_NUMEL, elem_size, numel, bytes);
+}
+
 int64_t kiln_shape_numel(kiln_shape s)
 {
-    int64_t n = 1;
-    for (int i = 0; i < s.ndim && i < KILN_MAX_DIMS; i++)
-        n *= s.d[i];
-    return n;
+    int64_t n;
+    return kiln_shape_size(s, 0, &n, NULL) ? -1 : n;
+}
+
+int kiln_dim_add(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || a > KILN_MAX_NUMEL || b > KILN_MAX_NUMEL - a)
+        return 0;
+    *out = a + b;
+    return 1;
+}
+
+int kiln_dim_mul(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || a > KILN_MAX_NUMEL || b > KILN_MAX_NUMEL ||
+        (a > 1 && b > KILN_MAX_NUMEL / a))
+        return 0;
+    *out = a * b;
+    return 1;
 }
 
 char *kiln_shape_str(kiln_shape s, char *buf, size_t n)
@@ -67,17 +120,7 @@ char *kiln_shape_str(kiln_shape s, char *buf, size_t n)
 
 int kiln_shape_valid(kiln_shape s)
 {
-    if (s.ndim < 0 || s.ndim > KILN_MAX_DIMS)
-        return 0;
-    int64_t n = 1;
-    for (int i = 0; i < s.ndim; i++) {
-        if (s.d[i] < 0 || s.d[i] > ((int64_t)1 << 40))
-            return 0;
-        n *= s.d[i];
-        if (n > ((int64_t)1 << 40))
-            return 0;
-    }
-    return 1;
+    return kiln_shape_size(s, 0, NULL, NULL) == NULL;
 }
 
 int kiln_shape_equal(kiln_shape a, kiln_shape b)

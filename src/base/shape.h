@@ -5,8 +5,30 @@
 #include "kiln.h"
 
 int kiln_dtype_supported(kiln_dtype dt);
-/* ndim in [0, 8], dims >= 0, numel bounded. */
+
+/* Checked shape arithmetic: the one place sizes are multiplied.  A shape is
+   valid when ndim is in [0, KILN_MAX_DIMS], every dimension is >= 0, and the
+   product of its dimensions, zeros counted as 1, is at most the limit
+   (KILN_MAX_NUMEL unless a reader sets a smaller one).  Every partial product
+   of a valid shape's dimensions (strides, row lengths, batch counts) is then
+   at most the limit, and numel * elem_size at most 2^43 bytes.
+
+   Checks s against max_numel (clamped to KILN_MAX_NUMEL) and sets *numel and
+   *bytes (numel * elem_size) when not NULL.  Returns NULL when valid;
+   otherwise a static message saying why ("has a negative dimension", ...),
+   leaving *numel and *bytes untouched. */
+const char *kiln_shape_size_max(kiln_shape s, int64_t max_numel,
+                                size_t elem_size, int64_t *numel,
+                                size_t *bytes);
+/* kiln_shape_size_max with the limit KILN_MAX_NUMEL. */
+const char *kiln_shape_size(kiln_shape s, size_t elem_size, int64_t *numel,
+                            size_t *bytes);
+/* 1 when kiln_shape_size accepts s. */
 int kiln_shape_valid(kiln_shape s);
+/* Checked dimension arithmetic for builders: *out = a + b (or a * b) when
+   a, b >= 0 and the result is at most KILN_MAX_NUMEL; otherwise 0. */
+int kiln_dim_add(int64_t a, int64_t b, int64_t *out);
+int kiln_dim_mul(int64_t a, int64_t b, int64_t *out);
 int kiln_shape_equal(kiln_shape a, kiln_shape b);
 /* Row-major element strides. */
 void kiln_shape_strides(kiln_shape s, int64_t *strides);

@@ -6,8 +6,9 @@
 #include "base/error.h"
 #include "base/shape.h"
 
+/* A tensor header for dt and shape, its checked byte size in *bytes. */
 static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
-                                 const char *fn)
+                                 const char *fn, size_t *bytes)
 {
     char buf[128];
     if (!kiln_dtype_supported(dt)) {
@@ -15,9 +16,10 @@ static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
                             kiln_dtype_name(dt));
         return NULL;
     }
-    if (!kiln_shape_valid(shape)) {
-        kiln_set_last_error("%s: invalid shape %s", fn,
-                            kiln_shape_str(shape, buf, sizeof buf));
+    const char *why = kiln_shape_size(shape, kiln_dtype_size(dt), NULL, bytes);
+    if (why) {
+        kiln_set_last_error("%s: invalid shape %s: %s", fn,
+                            kiln_shape_str(shape, buf, sizeof buf), why);
         return NULL;
     }
     kiln_tensor *t = calloc(1, sizeof *t);
@@ -32,10 +34,10 @@ static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
 
 kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
 {
-    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_new");
+    size_t bytes;
+    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_new", &bytes);
     if (!t)
         return NULL;
-    size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
     t->data = calloc(1, bytes ? bytes : 1);
     if (!t->data) {
         free(t);
@@ -49,11 +51,13 @@ kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
 
 kiln_tensor *kiln_tensor_wrap(kiln_dtype dt, kiln_shape shape, void *data)
 {
-    if (!data && kiln_shape_numel(shape) > 0) {
+    size_t bytes;
+    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_wrap", &bytes);
+    if (t && !data && bytes) {
+        free(t);
         kiln_set_last_error("kiln_tensor_wrap: data is NULL");
         return NULL;
     }
-    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_wrap");
     if (t)
         t->data = data;
     return t;
@@ -67,8 +71,7 @@ kiln_tensor *kiln_tensor_from_f32(kiln_shape shape, const float *values)
     }
     kiln_tensor *t = kiln_tensor_new(KILN_F32, shape);
     if (t && values)
-        memcpy(t->data, values,
-               (size_t)kiln_shape_numel(shape) * sizeof(float));
+        memcpy(t->data, values, kiln_tensor_bytes(t));
     return t;
 }
 

@@ -25,13 +25,15 @@ int kiln_graph_norm_axis(kiln_graph *g, const char *fn, int axis, int ndim)
 int kiln_graph_check_shape(kiln_graph *g, const char *fn, kiln_shape s)
 {
     char b[SHAPE_BUF];
-    if (kiln_shape_valid(s))
+    const char *why = kiln_shape_size(s, 0, NULL, NULL);
+    if (!why)
         return 1;
     if (s.ndim < 0 || s.ndim > KILN_MAX_DIMS)
         kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %d dims (at most %d)", fn,
                         s.ndim, KILN_MAX_DIMS);
     else
-        kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s", fn, S(s, b));
+        kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s: it %s", fn,
+                        S(s, b), why);
     return 0;
 }
 

@@ -123,6 +123,15 @@ kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
 {
     if (g->status != KILN_OK)
         return &g->poison;
+    /* The net under every builder, rewrite and gradient rule: no node has
+       a shape whose sizes could overflow. */
+    const char *why = kiln_shape_size(shape, kiln_dtype_size(dt), NULL, NULL);
+    if (why) {
+        char b[96];
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "kiln_%s: result shape %s %s",
+                               kiln_op_table[op].name,
+                               kiln_shape_str(shape, b, sizeof b), why);
+    }
     if (g->n_nodes == g->cap_nodes) {
         int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
         kiln_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);

@@ -18,17 +18,18 @@ kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
         return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %d dims (at most %d)",
                                fn, shape.ndim, KILN_MAX_DIMS);
     int infer = -1;
-    int64_t known = 1;
+    kiln_shape rest = shape; /* the -1 counted as 1 */
     for (int i = 0; i < shape.ndim; i++) {
-        if (shape.d[i] == -1 && infer < 0)
+        if (shape.d[i] == -1 && infer < 0) {
             infer = i;
-        else if (shape.d[i] < 0)
-            return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s",
-                                   fn, S(shape, b1));
-        else
-            known *= shape.d[i];
+            rest.d[i] = 1;
+        }
     }
-    int64_t numel = kiln_shape_numel(x->shape);
+    int64_t known, numel = kiln_shape_numel(x->shape);
+    const char *why = kiln_shape_size(rest, 0, &known, NULL);
+    if (why)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: invalid shape %s: it %s",
+                               fn, S(shape, b1), why);
     if (infer >= 0) {
         if (known == 0 || numel % known)
             return kiln_graph_fail(g, KILN_ERR_SHAPE,
@@ -183,12 +184,19 @@ kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
         return &g->poison;
     if (!lo || !hi)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: lo or hi is NULL", fn);
+    char b1[SHAPE_BUF];
     kiln_shape out = x->shape;
     for (int i = 0; i < x->shape.ndim; i++) {
         if (lo[i] < 0 || hi[i] < 0)
             return kiln_graph_fail(g, KILN_ERR_ARG,
                                    "%s: negative padding on axis %d", fn, i);
-        out.d[i] += lo[i] + hi[i];
+        if (!kiln_dim_add(out.d[i], lo[i], &out.d[i]) ||
+            !kiln_dim_add(out.d[i], hi[i], &out.d[i]))
+            return kiln_graph_fail(
+                g, KILN_ERR_SHAPE,
+                "%s: invalid shape: padding %s by %lld and %lld on axis %d "
+                "gives more than 2^40 elements",
+                fn, S(x->shape, b1), (long long)lo[i], (long long)hi[i], i);
     }
     if (!check_shape(g, fn, out))
         return &g->poison;
@@ -226,7 +234,11 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
                 g, KILN_ERR_SHAPE, "%s: %s%s and %s%s differ off axis %d", fn,
                 kiln_dtype_name(xs[0]->dtype), S(xs[0]->shape, b1),
                 kiln_dtype_name(xs[i]->dtype), S(s, b2), ax);
-        out.d[ax] += s.d[ax];
+        if (!kiln_dim_add(out.d[ax], s.d[ax], &out.d[ax]))
+            return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                                   "%s: concatenated axis %d exceeds 2^40 "
+                                   "elements",
+                                   fn, ax);
     }
     kiln_node *r = kiln_node_make(g, KILN_OP_CONCAT, xs[0]->dtype, out, xs, n);
     r->at.axis = ax;

@@ -304,9 +304,11 @@ static int parse_entry(bin_cursor *c, bin_entry *t, uint64_t *next_free,
     t->offset = io_load_le64(q);
     t->bytes = io_load_le64(q + 8);
     t->crc = io_load_le32(q + 16);
-    int64_t numel = io_checked_numel(t->shape, BIN_MAX_NUMEL);
-    if (numel < 0)
-        return io_fail(e, "tensor '%.100s': bad shape", t->name);
+    int64_t numel;
+    const char *why =
+        kiln_shape_size_max(t->shape, BIN_MAX_NUMEL, 4, &numel, NULL);
+    if (why)
+        return io_fail(e, "tensor '%.100s': bad shape: it %s", t->name, why);
     if (t->bytes != (uint64_t)numel * 4)
         return io_fail(
             e, "tensor '%.100s': %" PRIu64 " bytes for %" PRId64 " elements",

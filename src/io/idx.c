@@ -103,8 +103,9 @@ static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e)
     shape->ndim = m[3];
     for (int i = 0; i < shape->ndim; i++)
         shape->d[i] = io_load_be32(dims + 4 * i);
-    if (io_checked_numel(*shape, IDX_MAX_NUMEL) < 0)
-        return io_fail(e, "IDX dimensions too large");
+    const char *why = kiln_shape_size_max(*shape, IDX_MAX_NUMEL, 1, NULL, NULL);
+    if (why)
+        return io_fail(e, "IDX dimensions too large: the shape %s", why);
     return 0;
 }
 

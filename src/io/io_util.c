@@ -75,23 +75,6 @@ const char *io_elem_name(io_elem el)
     return "?";
 }
 
-int64_t io_checked_numel(kiln_shape shape, int64_t max_numel)
-{
-    int64_t n = 1;
-    for (int i = 0; i < shape.ndim; i++) {
-        if (shape.d[i] < 0)
-            return -1;
-        /* Zero anywhere makes the product zero whatever the other
-           dimensions are, but they still must be sane on their own. */
-        if (shape.d[i] > max_numel)
-            return -1;
-        if (n != 0 && shape.d[i] > max_numel / n)
-            return -1;
-        n *= shape.d[i];
-    }
-    return n;
-}
-
 uint32_t io_load_le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |

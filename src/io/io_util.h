@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/shape.h" /* checked sizes: kiln_shape_size_max */
 #include "kiln.h"
 
 /* Readers build their message bottom-up in a buffer of their own and only
@@ -51,10 +52,6 @@ size_t io_elem_size(io_elem el);
 kiln_dtype io_elem_natural(io_elem el);
 /* numpy-style name ("<f8") used in messages and by kiln_file_info. */
 const char *io_elem_name(io_elem el);
-
-/* Number of elements of shape, or -1 when a dimension is negative or the
-   product exceeds max_numel (a corrupt header must not drive an allocation). */
-int64_t io_checked_numel(kiln_shape shape, int64_t max_numel);
 
 /* Converts n little-endian elements of type el at src into dst of dtype dt,
    element base_index onwards (used in messages).  Supported: f32/f64/u8 to

@@ -248,9 +248,10 @@ int npy_read_header(io_reader *r, npy_header *h, io_err *e)
     free(dict);
     if (rc)
         return -1;
-    h->numel = io_checked_numel(h->shape, NPY_MAX_NUMEL);
-    if (h->numel < 0)
-        return io_fail(e, "npy shape is too large");
+    const char *why = kiln_shape_size_max(
+        h->shape, NPY_MAX_NUMEL, io_elem_size(h->elem), &h->numel, NULL);
+    if (why)
+        return io_fail(e, "npy shape is too large: it %s", why);
     h->header_bytes = (int64_t)(prefix + len);
     return 0;
 }

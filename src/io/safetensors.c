@@ -200,10 +200,13 @@ bad:
 static int check_entry(const st_entry *t, int64_t data_size, io_err *e)
 {
     char s[128];
-    int64_t numel = io_checked_numel(t->shape, ST_MAX_NUMEL);
-    if (numel < 0)
-        return io_fail(e, "tensor '%.100s': shape too large", t->name);
-    int64_t need = numel * (int64_t)io_elem_size(t->elem);
+    size_t bytes;
+    const char *why = kiln_shape_size_max(t->shape, ST_MAX_NUMEL,
+                                          io_elem_size(t->elem), NULL, &bytes);
+    if (why)
+        return io_fail(e, "tensor '%.100s': shape too large: it %s", t->name,
+                       why);
+    int64_t need = (int64_t)bytes;
     if (t->end < t->begin || t->end > data_size)
         return io_fail(e,
                        "tensor '%.100s': data_offsets [%" PRId64 ",%" PRId64
@@ -233,7 +236,8 @@ static int check_layout(st_header *h, int64_t data_size, io_err *e)
     for (int i = 0; i < h->count; i++)
         if (check_entry(&h->items[i], data_size, e))
             return -1;
-    qsort(h->items, (size_t)h->count, sizeof *h->items, by_offset);
+    if (h->count > 1)
+        qsort(h->items, (size_t)h->count, sizeof *h->items, by_offset);
     int64_t at = 0;
     for (int i = 0; i < h->count; i++) {
         if (h->items[i].begin != at)
