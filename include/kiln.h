@@ -982,8 +982,9 @@ kiln_subgraph *kiln_module_create_graph(kiln_module_build_fn build,
 
 /* ops.call_with_info: inlines sg into parent.  args bind the first n_args
    graph inputs in order, dict the others; every input must be bound once,
-   to a parent node of the same dtype and shape.  NULL only when parent is
-   NULL; on error the parent's error is set and the outputs are poisoned. */
+   to a parent node of the same dtype and shape; sg's own graph cannot be
+   the parent.  NULL only when parent is NULL; on error the parent's error
+   is set and the outputs are poisoned. */
 kiln_call_info *kiln_call_with_info(kiln_graph *parent, kiln_subgraph *sg,
                                     kiln_node *const *args, int n_args,
                                     const kiln_binding *dict, int n_dict);

@@ -237,6 +237,46 @@ static void test_session_declare_huge(void **state)
         KILN_OK);
 }
 
+/* ------------------------------------------------------------ kiln_call */
+
+static void test_call_into_own_graph(void **state)
+{
+    (void)state;
+    kiln_subgraph *sg = kiln_subgraph_new("twice");
+    kiln_graph *sgg = kiln_subgraph_graph(sg);
+    kiln_node *x = kiln_subgraph_input(sg, "x", KILN_F32, KILN_SHAPE(2));
+    kiln_subgraph_output(sg, kiln_scale(sgg, x, 2.0f));
+    th_assert_graph_ok(sgg);
+    int before = kiln_graph_node_count(sgg);
+    kiln_node *out = NULL;
+    assert_int_equal(kiln_call(sgg, sg, &x, 1, NULL, 0, &out), KILN_ERR_ARG);
+    th_expect_graph_error(sgg, "kiln_call: cannot call subgraph 'twice' "
+                               "into its own graph");
+    assert_int_equal(kiln_node_id(out), -1);
+    assert_int_equal(kiln_graph_node_count(sgg), before);
+    assert_null(kiln_call_info_parent_input(
+        kiln_call_with_info(sgg, sg, &x, 1, NULL, 0), x));
+
+    /* the subgraph still works when called into another graph */
+    kiln_subgraph *sg2 = kiln_subgraph_new("twice2");
+    kiln_graph *g2 = kiln_subgraph_graph(sg2);
+    kiln_node *x2 = kiln_subgraph_input(sg2, "x", KILN_F32, KILN_SHAPE(2));
+    kiln_subgraph_output(sg2, kiln_scale(g2, x2, 2.0f));
+    kiln_graph *g = kiln_graph_new();
+    float v[2] = {1.5f, -3.0f};
+    kiln_node *c = kiln_constant(g, KILN_F32, KILN_SHAPE(2), v);
+    assert_int_equal(kiln_call(g, sg2, &c, 1, NULL, 0, &out), KILN_OK);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_tensor *t = th_eval(s, g, out);
+    float want[2] = {3.0f, -6.0f};
+    th_assert_close_f("call", kiln_tensor_f32(t), want, 2, 0, 0);
+    kiln_tensor_free(t);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+    kiln_subgraph_free(sg2);
+    kiln_subgraph_free(sg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_pad_huge),
         cmocka_unit_test(test_other_builders_huge),
         cmocka_unit_test(test_session_declare_huge),
+        cmocka_unit_test(test_call_into_own_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

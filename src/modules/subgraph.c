@@ -234,18 +234,28 @@ static kiln_status inline_call(kiln_call_info *ci, kiln_node *const *args,
                         sg->g->err);
         return parent->status;
     }
+    /* Inlining into its own graph would append to the graph being copied:
+       the copy would never end (and outgrow the map sized below). */
+    if (parent == sg->g) {
+        kiln_graph_fail(parent, KILN_ERR_ARG,
+                        "kiln_call: cannot call subgraph '%s' into its own "
+                        "graph",
+                        sg->name);
+        return parent->status;
+    }
+    /* The map is sized for the nodes the subgraph has now; only those are
+       copied, whatever is appended meanwhile. */
+    int n_nodes = sg->g->n_nodes;
     kiln_node **bound = calloc((size_t)sg->n_in + 1, sizeof *bound);
-    ci->map = kiln_graph_alloc(parent,
-                               ((size_t)sg->g->n_nodes + 1) * sizeof *ci->map);
+    ci->map = kiln_graph_alloc(parent, ((size_t)n_nodes + 1) * sizeof *ci->map);
     if (!bound || !ci->map) {
         free(bound);
         kiln_graph_fail(parent, KILN_ERR_MEMORY, "kiln_call: out of memory");
         return parent->status;
     }
     if (bind_inputs(parent, sg, args, n_args, dict, n_dict, bound)) {
-        ci->n_nodes = sg->g->n_nodes;
-        for (int id = 0; id < sg->g->n_nodes && parent->status == KILN_OK;
-             id++) {
+        ci->n_nodes = n_nodes;
+        for (int id = 0; id < n_nodes && parent->status == KILN_OK; id++) {
             kiln_node *n = sg->g->nodes[id];
             int i = n->op == KILN_OP_INPUT ? input_index(sg, n) : -2;
             if (i == -1)
