@@ -5,6 +5,8 @@
 #include "test_helpers.h"
 
 #include "base/shape.h"
+#include "cpu/kernels.h"
+#include "graph/graph.h"
 
 #define P32 ((int64_t)1 << 32)
 #define P40 ((int64_t)1 << 40)
@@ -277,6 +279,543 @@ static void test_call_into_own_graph(void **state)
     kiln_subgraph_free(sg);
 }
 
+/* ------------------------------------------------------------ zero-size */
+
+/* A zero-size case: f32 variables of the given shapes holding 1, 2, 3...,
+   an output built from them, its value, and the gradients of sum(y) with
+   respect to each variable (PyTorch's values for the same graph). */
+typedef kiln_node *(*zbuild)(kiln_graph *g, kiln_node **v);
+typedef struct zcase {
+    const char *name;
+    int nv;
+    kiln_shape vs[3];
+    zbuild build;
+    kiln_shape ys;
+    double y[8];
+    int grads;
+    double dv[3][8];
+} zcase;
+
+static kiln_node *z_leaves(kiln_graph *g, const zcase *c, kiln_node **v)
+{
+    float vals[64];
+    for (int i = 0; i < 64; i++)
+        vals[i] = (float)(i + 1);
+    for (int i = 0; i < c->nv; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "v%d", i);
+        assert_true(kiln_shape_numel(c->vs[i]) <= 64);
+        v[i] =
+            kiln_variable(g, name, KILN_F32, c->vs[i], kiln_init_values(vals));
+    }
+    return c->build(g, v);
+}
+
+static void z_check(const char *what, const zcase *c, const kiln_tensor *t,
+                    kiln_shape want_shape, const double *want)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: %s", c->name, what);
+    assert_non_null(t);
+    th_assert_shape(kiln_tensor_shape(t), want_shape);
+    int64_t n = kiln_tensor_numel(t);
+    float got[8];
+    assert_true(n <= 8);
+    for (int64_t i = 0; i < n; i++)
+        got[i] = kiln_tensor_dtype(t) == KILN_I32 ? (float)kiln_tensor_i32(t)[i]
+                                                  : kiln_tensor_f32(t)[i];
+    th_assert_close(msg, got, want, n, 1e-6, 1e-6);
+}
+
+static void z_compiled(const zcase *c)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *v[3], *outs[4], *loss = NULL;
+    outs[0] = z_leaves(g, c, v);
+    if (c->grads) {
+        loss = kiln_sum(g, outs[0], KILN_ALL_AXES, 0);
+        assert_int_equal(kiln_grads(g, loss, NULL, v, c->nv, outs + 1),
+                         KILN_OK);
+    }
+    int n_out = 1 + (c->grads ? c->nv : 0);
+    kiln_tensor *got[4] = {0};
+    kiln_session *s = kiln_session_new(NULL);
+    th_run(s, g, outs, n_out, NULL, NULL, 0, got);
+    z_check("compiled value", c, got[0], c->ys, c->y);
+    for (int i = 1; i < n_out; i++)
+        z_check("compiled gradient", c, got[i], c->vs[i - 1], c->dv[i - 1]);
+    for (int i = 0; i < n_out; i++)
+        kiln_tensor_free(got[i]);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
+static void z_dynamic(const zcase *c)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_node *v[3];
+    kiln_node *y = z_leaves(g, c, v);
+    kiln_node *loss = c->grads ? kiln_sum(g, y, KILN_ALL_AXES, 0) : NULL;
+    th_assert_graph_ok(g);
+    if (kiln_forward(s, g) != KILN_OK)
+        fail_msg("%s: kiln_forward: %s", c->name, kiln_session_error(s));
+    kiln_tensor *t = kiln_node_value(s, y);
+    z_check("dynamic value", c, t, c->ys, c->y);
+    kiln_tensor_free(t);
+    if (c->grads) {
+        if (kiln_backward(s, g, loss) != KILN_OK)
+            fail_msg("%s: kiln_backward: %s", c->name, kiln_session_error(s));
+        for (int i = 0; i < c->nv; i++) {
+            t = kiln_node_grad(s, v[i]);
+            if (!t)
+                fail_msg("%s: kiln_node_grad: %s", c->name,
+                         kiln_session_error(s));
+            z_check("dynamic gradient", c, t, c->vs[i], c->dv[i]);
+            kiln_tensor_free(t);
+        }
+    }
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
+static kiln_node *z_add(kiln_graph *g, kiln_node **v)
+{
+    return kiln_add(g, v[0], v[1]);
+}
+static kiln_node *z_sum0(kiln_graph *g, kiln_node **v)
+{
+    return kiln_sum(g, v[0], KILN_AXIS(0), 0);
+}
+static kiln_node *z_mean0(kiln_graph *g, kiln_node **v)
+{
+    return kiln_mean(g, v[0], KILN_AXIS(0), 0);
+}
+static kiln_node *z_sum_all(kiln_graph *g, kiln_node **v)
+{
+    return kiln_sum(g, v[0], KILN_ALL_AXES, 0);
+}
+static kiln_node *z_mean_all(kiln_graph *g, kiln_node **v)
+{
+    return kiln_mean(g, v[0], KILN_ALL_AXES, 0);
+}
+static kiln_node *z_sum1_keep(kiln_graph *g, kiln_node **v)
+{
+    return kiln_sum(g, v[0], KILN_AXIS(1), 1);
+}
+static kiln_node *z_mean1_keep(kiln_graph *g, kiln_node **v)
+{
+    return kiln_mean(g, v[0], KILN_AXIS(1), 1);
+}
+static kiln_node *z_matmul(kiln_graph *g, kiln_node **v)
+{
+    return kiln_matmul(g, v[0], v[1], 0, 0);
+}
+static kiln_node *z_matmul_tt(kiln_graph *g, kiln_node **v)
+{
+    return kiln_matmul(g, v[0], v[1], 1, 1);
+}
+static kiln_node *z_softmax1(kiln_graph *g, kiln_node **v)
+{
+    return kiln_softmax(g, v[0], 1);
+}
+static kiln_node *z_ce_labels(kiln_graph *g, kiln_node **v, kiln_reduction red)
+{
+    kiln_node *lab = kiln_constant(g, KILN_I32, KILN_SHAPE(0), NULL);
+    return kiln_softmax_cross_entropy_reduce(g, v[0], lab, red);
+}
+static kiln_node *z_ce_mean(kiln_graph *g, kiln_node **v)
+{
+    return z_ce_labels(g, v, KILN_REDUCE_MEAN);
+}
+static kiln_node *z_ce_sum(kiln_graph *g, kiln_node **v)
+{
+    return z_ce_labels(g, v, KILN_REDUCE_SUM);
+}
+static kiln_node *z_nll(kiln_graph *g, kiln_node **v)
+{
+    kiln_node *lab = kiln_constant(g, KILN_I32, KILN_SHAPE(0), NULL);
+    kiln_node *loss = NULL, *d = NULL;
+    kiln_nll_loss_with_softmax_grad(g, kiln_softmax(g, v[0], 1), lab, &loss,
+                                    &d);
+    return loss;
+}
+static kiln_node *z_bce(kiln_graph *g, kiln_node **v)
+{
+    kiln_node *p = kiln_sigmoid(g, v[0]);
+    return kiln_binary_cross_entropy(g, p, kiln_scale(g, p, 0.5f));
+}
+static kiln_node *z_pad(kiln_graph *g, kiln_node **v)
+{
+    int64_t lo[2] = {1, 0}, hi[2] = {1, 0};
+    return kiln_pad(g, v[0], lo, hi, 5.0f);
+}
+static kiln_node *z_concat(kiln_graph *g, kiln_node **v)
+{
+    kiln_node *xs[3] = {v[1], v[0], v[1]};
+    return kiln_concat(g, xs, 3, 0);
+}
+static kiln_node *z_slice(kiln_graph *g, kiln_node **v)
+{
+    int64_t a[2] = {1, 0}, b[2] = {1, 3};
+    return kiln_slice(g, v[0], a, b);
+}
+static kiln_node *z_reshape(kiln_graph *g, kiln_node **v)
+{
+    return kiln_reshape(g, v[0], KILN_SHAPE(3, -1));
+}
+static kiln_node *z_transpose(kiln_graph *g, kiln_node **v)
+{
+    return kiln_transpose(g, v[0]);
+}
+static kiln_node *z_broadcast(kiln_graph *g, kiln_node **v)
+{
+    return kiln_broadcast_to(g, v[0], KILN_SHAPE(0, 3));
+}
+static kiln_node *z_rmax1(kiln_graph *g, kiln_node **v)
+{
+    return kiln_reduce_max(g, v[0], KILN_AXIS(1), 0);
+}
+static kiln_node *z_chain(kiln_graph *g, kiln_node **v)
+{
+    kiln_node *x = v[0];
+    return kiln_add(g, kiln_mul(g, kiln_exp(g, x), kiln_relu(g, x)),
+                    kiln_scalar(g, 1.0f));
+}
+static kiln_node *z_gelu(kiln_graph *g, kiln_node **v)
+{
+    return kiln_gelu(g, v[0]);
+}
+static kiln_node *z_argmax(kiln_graph *g, kiln_node **v)
+{
+    return kiln_argmax(g, v[0], 1);
+}
+static kiln_node *z_one_hot(kiln_graph *g, kiln_node **v)
+{
+    (void)v;
+    return kiln_one_hot(g, kiln_constant(g, KILN_I32, KILN_SHAPE(0), NULL), 4);
+}
+static kiln_node *z_cast(kiln_graph *g, kiln_node **v)
+{
+    return kiln_cast(g, v[0], KILN_I32);
+}
+
+static void test_zero_size_ops(void **state)
+{
+    (void)state;
+    const zcase zcases[] = {
+        {"add broadcast",
+         2,
+         {KILN_SHAPE(0, 3), KILN_SHAPE(3)},
+         z_add,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0}, {0, 0, 0}}},
+        {"sum over an empty axis",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_sum0,
+         KILN_SHAPE(3),
+         {0, 0, 0},
+         1,
+         {{0}}},
+        {"mean over an empty axis",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_mean0,
+         KILN_SHAPE(3),
+         {NAN, NAN, NAN},
+         1,
+         {{0}}},
+        {"sum of nothing",
+         1,
+         {KILN_SHAPE(2, 0)},
+         z_sum_all,
+         KILN_SCALAR,
+         {0},
+         1,
+         {{0}}},
+        {"mean of nothing",
+         1,
+         {KILN_SHAPE(2, 0)},
+         z_mean_all,
+         KILN_SCALAR,
+         {NAN},
+         1,
+         {{0}}},
+        {"sum keepdims",
+         1,
+         {KILN_SHAPE(2, 0)},
+         z_sum1_keep,
+         KILN_SHAPE(2, 1),
+         {0, 0},
+         1,
+         {{0}}},
+        {"mean keepdims",
+         1,
+         {KILN_SHAPE(2, 0)},
+         z_mean1_keep,
+         KILN_SHAPE(2, 1),
+         {NAN, NAN},
+         1,
+         {{0}}},
+        {"matmul with k = 0",
+         2,
+         {KILN_SHAPE(2, 0), KILN_SHAPE(0, 3)},
+         z_matmul,
+         KILN_SHAPE(2, 3),
+         {0, 0, 0, 0, 0, 0},
+         1,
+         {{0}, {0}}},
+        {"matmul^T with k = 0",
+         2,
+         {KILN_SHAPE(0, 2), KILN_SHAPE(3, 0)},
+         z_matmul_tt,
+         KILN_SHAPE(2, 3),
+         {0, 0, 0, 0, 0, 0},
+         1,
+         {{0}, {0}}},
+        {"matmul with m = 0",
+         2,
+         {KILN_SHAPE(0, 2), KILN_SHAPE(2, 3)},
+         z_matmul,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0}, {0, 0, 0, 0, 0, 0}}},
+        {"softmax of no rows",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_softmax1,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0}}},
+        {"softmax cross-entropy mean of no rows",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_ce_mean,
+         KILN_SCALAR,
+         {NAN},
+         1,
+         {{0}}},
+        {"softmax cross-entropy sum of no rows",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_ce_sum,
+         KILN_SCALAR,
+         {0},
+         1,
+         {{0}}},
+        {"nll loss of no rows",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_nll,
+         KILN_SCALAR,
+         {NAN},
+         0,
+         {{0}}},
+        {"binary cross-entropy of nothing",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_bce,
+         KILN_SCALAR,
+         {NAN},
+         1,
+         {{0}}},
+        {"pad an empty tensor",
+         1,
+         {KILN_SHAPE(0, 2)},
+         z_pad,
+         KILN_SHAPE(2, 2),
+         {5, 5, 5, 5},
+         1,
+         {{0}}},
+        {"concat with an empty part",
+         2,
+         {KILN_SHAPE(0, 2), KILN_SHAPE(1, 2)},
+         z_concat,
+         KILN_SHAPE(2, 2),
+         {1, 2, 1, 2},
+         1,
+         {{0}, {2, 2}}},
+        {"empty slice",
+         1,
+         {KILN_SHAPE(2, 3)},
+         z_slice,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0, 0, 0, 0, 0, 0}}},
+        {"reshape inferring around 0",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_reshape,
+         KILN_SHAPE(3, 0),
+         {0},
+         1,
+         {{0}}},
+        {"transpose",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_transpose,
+         KILN_SHAPE(3, 0),
+         {0},
+         1,
+         {{0}}},
+        {"broadcast to zero rows",
+         1,
+         {KILN_SHAPE(1, 3)},
+         z_broadcast,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0, 0, 0}}},
+        {"max over a non-empty axis",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_rmax1,
+         KILN_SHAPE(0),
+         {0},
+         1,
+         {{0}}},
+        {"fused chain",
+         1,
+         {KILN_SHAPE(2, 0)},
+         z_chain,
+         KILN_SHAPE(2, 0),
+         {0},
+         1,
+         {{0}}},
+        {"gelu",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_gelu,
+         KILN_SHAPE(0, 3),
+         {0},
+         1,
+         {{0}}},
+        {"argmax over a non-empty axis",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_argmax,
+         KILN_SHAPE(0),
+         {0},
+         0,
+         {{0}}},
+        {"one-hot of no labels",
+         0,
+         {KILN_SCALAR},
+         z_one_hot,
+         KILN_SHAPE(0, 4),
+         {0},
+         0,
+         {{0}}},
+        {"cast",
+         1,
+         {KILN_SHAPE(0, 3)},
+         z_cast,
+         KILN_SHAPE(0, 3),
+         {0},
+         0,
+         {{0}}},
+    };
+    int saved = kiln_cpu_use_reference(-1);
+    for (int ref = 0; ref < 2; ref++) {
+        kiln_cpu_use_reference(ref);
+        for (size_t i = 0; i < sizeof zcases / sizeof *zcases; i++) {
+            z_compiled(&zcases[i]);
+            z_dynamic(&zcases[i]);
+        }
+    }
+    kiln_cpu_use_reference(saved);
+}
+
+/* Reductions that have no value over an empty axis are refused when built,
+   naming the op; so are softmaxes over an empty axis. */
+static void test_zero_size_refused(void **state)
+{
+    (void)state;
+    struct {
+        kiln_shape s;
+        int what;
+        const char *msg;
+    } cases[] = {
+        {KILN_SHAPE(0, 3), 0,
+         "kiln_reduce_max: cannot reduce over a zero-size dimension"},
+        {KILN_SHAPE(2, 0), 1,
+         "kiln_reduce_max: cannot reduce over a zero-size dimension"},
+        {KILN_SHAPE(3, 0), 2, "kiln_argmax: axis 1 is empty"},
+        {KILN_SHAPE(3, 0), 3, "kiln_softmax: cannot take a softmax over"},
+        {KILN_SHAPE(3, 0), 4, "kiln_log_softmax: cannot take a softmax over"},
+        {KILN_SHAPE(4, 0), 5, "kiln_softmax_cross_entropy: logits [4,0]"},
+        {KILN_SHAPE(0, 0), 5, "kiln_softmax_cross_entropy: logits [0,0]"},
+        {KILN_SHAPE(4, 0), 6, "kiln_nll_loss_with_softmax_grad: probs [4,0]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x = kiln_input(g, "x", KILN_F32, cases[i].s);
+        kiln_node *lab =
+            kiln_input(g, "l", KILN_I32, KILN_SHAPE(cases[i].s.d[0]));
+        kiln_node *y = NULL, *d = NULL;
+        switch (cases[i].what) {
+        case 0:
+            y = kiln_reduce_max(g, x, KILN_AXIS(0), 0);
+            break;
+        case 1:
+            y = kiln_reduce_max(g, x, KILN_ALL_AXES, 1);
+            break;
+        case 2:
+            y = kiln_argmax(g, x, -1);
+            break;
+        case 3:
+            y = kiln_softmax(g, x, 1);
+            break;
+        case 4:
+            y = kiln_log_softmax(g, x, -1);
+            break;
+        case 5:
+            y = kiln_softmax_cross_entropy(g, x, lab);
+            break;
+        case 6:
+            kiln_nll_loss_with_softmax_grad(g, x, lab, &y, &d);
+            break;
+        }
+        assert_int_equal(kiln_node_id(y), -1);
+        th_expect_graph_error(g, cases[i].msg);
+        kiln_graph_free(g);
+    }
+}
+
+/* The kernels the issue named: softmax cross-entropy of [N, 0] logits used
+   to divide by zero; with the builder refusing it, a graph that reaches the
+   kernel anyway (through a node made without the builder) must not crash
+   either. */
+static void test_softmax_ce_no_classes_kernel(void **state)
+{
+    (void)state;
+    int saved = kiln_cpu_use_reference(-1);
+    for (int ref = 0; ref < 2; ref++) {
+        kiln_cpu_use_reference(ref);
+        kiln_graph *g = kiln_graph_new();
+        float dummy = 0;
+        kiln_node *x = kiln_constant(g, KILN_F32, KILN_SHAPE(3, 0), &dummy);
+        int32_t l[3] = {0, 1, 2};
+        kiln_node *lab = kiln_constant(g, KILN_I32, KILN_SHAPE(3), l);
+        kiln_node *in[2] = {x, lab};
+        kiln_node *y =
+            kiln_node_make(g, KILN_OP_SOFTMAX_CE, KILN_F32, KILN_SCALAR, in, 2);
+        y->at.axes = 3u;
+        kiln_session *s = kiln_session_new(NULL);
+        assert_int_equal(kiln_forward(s, g), KILN_OK);
+        assert_true(isnan(kiln_node_value_f32(y)[0]));
+        kiln_session_free(s);
+        kiln_graph_free(g);
+    }
+    kiln_cpu_use_reference(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +826,9 @@ int main(void)
         cmocka_unit_test(test_other_builders_huge),
         cmocka_unit_test(test_session_declare_huge),
         cmocka_unit_test(test_call_into_own_graph),
+        cmocka_unit_test(test_zero_size_ops),
+        cmocka_unit_test(test_zero_size_refused),
+        cmocka_unit_test(test_softmax_ce_no_classes_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,6 +336,13 @@ static void test_reductions(void **state)
             kiln_node *x = input(g, cases[c].s);
             kiln_node *n = op ? kiln_reduce_max(g, x, cases[c].axes, c % 2)
                               : kiln_sum(g, x, cases[c].axes, c % 2);
+            if (op && kiln_graph_status(g) != KILN_OK) {
+                /* a max over an empty axis is refused (docs/ops.md) */
+                assert_non_null(
+                    strstr(kiln_graph_error(g), "zero-size dimension"));
+                kiln_graph_free(g);
+                continue;
+            }
             void **in = make_inputs(&r, n, -1, 1);
             /* sums may cancel: the tolerance scales with the terms */
             check_node_tol(n, in, op, RTOL,

@@ -332,18 +332,22 @@ static net reduction_net(kiln_rng *r)
     add_in(&m, y);
     add_in(&m, row);
     add_in(&m, col);
+    /* a max over an empty axis is refused (docs/ops.md): sum those */
+    kiln_node *(*max1)(kiln_graph *, kiln_node *, unsigned, int) =
+        b ? kiln_reduce_max : kiln_sum;
+    kiln_node *(*max02)(kiln_graph *, kiln_node *, unsigned, int) =
+        a && c ? kiln_reduce_max : kiln_sum;
     kiln_node *z = kiln_add(g, x, row); /* shared by three groups */
     kiln_node *d = kiln_sub(g, x, y);   /* also an output */
     add_out(&m, kiln_sum(g, kiln_mul(g, x, y), KILN_AXIS(2), 0));
     add_out(&m, kiln_sum(g, kiln_relu(g, z), KILN_AXIS(0), 1));
-    add_out(&m, kiln_reduce_max(g, kiln_scale(g, kiln_add(g, z, col), 0.5f),
-                                KILN_AXIS(1), 0));
-    add_out(&m, kiln_sum(g, kiln_mul(g, d, d), KILN_ALL_AXES, 0));
     add_out(&m,
-            kiln_reduce_max(g,
-                            kiln_select(g, kiln_gt(g, z, kiln_scalar(g, 0.0f)),
-                                        y, kiln_neg(g, x)),
-                            KILN_AXIS(0) | KILN_AXIS(2), 1));
+            max1(g, kiln_scale(g, kiln_add(g, z, col), 0.5f), KILN_AXIS(1), 0));
+    add_out(&m, kiln_sum(g, kiln_mul(g, d, d), KILN_ALL_AXES, 0));
+    add_out(&m, max02(g,
+                      kiln_select(g, kiln_gt(g, z, kiln_scalar(g, 0.0f)), y,
+                                  kiln_neg(g, x)),
+                      KILN_AXIS(0) | KILN_AXIS(2), 1));
     add_out(&m, d);
     add_out(&m,
             kiln_sum(g, kiln_mul(g, row, col), KILN_AXIS(0) | KILN_AXIS(2), 0));

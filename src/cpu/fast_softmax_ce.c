@@ -122,6 +122,10 @@ void kiln_fast_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
     j.lab = in[1];
     j.rows = n->in[0]->shape.d[0];
     j.c = n->in[0]->shape.d[1];
+    if (j.rows == 0 || j.c == 0) { /* the mean of no rows; no classes */
+        *(float *)o = NAN;
+        return;
+    }
     int64_t chunks = j.rows < CHUNKS ? j.rows : CHUNKS;
     j.chunk = chunks ? (j.rows + chunks - 1) / chunks : 0;
     chunks = j.chunk ? (j.rows + j.chunk - 1) / j.chunk : 0;
@@ -129,7 +133,7 @@ void kiln_fast_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
     double acc = 0;
     for (int64_t ch = 0; ch < chunks; ch++)
         acc += j.part[ch];
-    *(float *)o = (float)acc * (j.rows ? -1.0f / (float)j.rows : 0.0f);
+    *(float *)o = (float)acc * (-1.0f / (float)j.rows);
 }
 
 /* out = (softmax(x) - onehot(label)) * k, written as the reference does. */
@@ -180,5 +184,7 @@ void kiln_fast_SOFTMAX_CE_GRAD(const kiln_node *n, void *o, void *const *in)
     j.rows = n->shape.d[0];
     j.c = n->shape.d[1];
     j.k = *(const float *)in[2] * (j.rows ? 1.0f / (float)j.rows : 0.0f);
+    if (j.c == 0) /* [N, 0]: nothing to write, and no rows per block */
+        return;
     kiln_par_for(j.rows, (j.c + 4) * 4, grad_rows, &j);
 }

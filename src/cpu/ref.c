@@ -418,6 +418,10 @@ static void ref_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
     const float *x = in[0];
     const int32_t *lab = in[1];
     int64_t rows = n->in[0]->shape.d[0], c = n->in[0]->shape.d[1];
+    if (rows == 0 || c == 0) { /* the mean of no rows; no classes */
+        *(float *)o = NAN;
+        return;
+    }
     double acc = 0;
     for (int64_t i = 0; i < rows; i++, x += c) {
         if (lab[i] < 0 || lab[i] >= c)
@@ -425,7 +429,7 @@ static void ref_SOFTMAX_CE(const kiln_node *n, void *o, void *const *in)
         float m = ref_row_max(x, c);
         acc += (x[lab[i]] - m) - logf(ref_row_expsum(x, c, m));
     }
-    *(float *)o = (float)acc * (rows ? -1.0f / (float)rows : 0.0f);
+    *(float *)o = (float)acc * (-1.0f / (float)rows);
 }
 
 static void ref_SOFTMAX_CE_GRAD(const kiln_node *n, void *o, void *const *in)

@@ -18,6 +18,15 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
             fn, axes, x->shape.ndim);
     kiln_shape out = {0};
     for (int i = 0; i < x->shape.ndim; i++) {
+        /* A sum over nothing is 0, but a max has no value (docs/ops.md,
+           "Zero-size dimensions"). */
+        if ((axes & (1u << i)) && x->shape.d[i] == 0 && op != KILN_OP_SUM) {
+            char b[SHAPE_BUF];
+            return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                                   "%s: cannot reduce over a zero-size "
+                                   "dimension (axis %d of %s)",
+                                   fn, i, S(x->shape, b));
+        }
         if (axes & (1u << i)) {
             if (keepdims)
                 out.d[out.ndim++] = 1;

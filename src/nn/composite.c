@@ -47,8 +47,15 @@ static kiln_node *shifted(kiln_graph *g, kiln_node *x, int axis, const char *fn)
         return kiln_graph_fail(g, KILN_ERR_ARG,
                                "%s: axis %d out of range for %d dims", fn, axis,
                                nd);
-    unsigned ax = 1u << (axis < 0 ? axis + nd : axis);
-    kiln_node *m = kiln_stop_gradient(g, kiln_reduce_max(g, x, ax, 1));
+    int a = axis < 0 ? axis + nd : axis;
+    if (x->shape.d[a] == 0) {
+        char b[96];
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: cannot take a softmax over axis %d of %s: "
+                               "it has size zero",
+                               fn, a, kiln_shape_str(x->shape, b, sizeof b));
+    }
+    kiln_node *m = kiln_stop_gradient(g, kiln_reduce_max(g, x, 1u << a, 1));
     return kiln_sub(g, x, m);
 }
 
@@ -132,6 +139,13 @@ static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
                         kiln_dtype_name(labels->dtype));
         return 0;
     }
+    if (scores->shape.d[1] == 0) {
+        kiln_graph_fail(g, KILN_ERR_SHAPE,
+                        "%s: %s %s have no classes (C = 0): a softmax over "
+                        "zero classes is undefined",
+                        fn, what, kiln_shape_str(scores->shape, b1, sizeof b1));
+        return 0;
+    }
     return 1;
 }
 
@@ -157,7 +171,7 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
     if (!check_scores_labels(g, fn, probs, labels, "probs"))
         return g->status;
     int64_t n = probs->shape.d[0];
-    float inv = n ? 1.0f / (float)n : 0.0f;
+    float inv = n ? 1.0f / (float)n : NAN; /* the mean of no rows */
     kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
     kiln_node *picked =
         kiln_sum(g, kiln_mul(g, kiln_log(g, probs), oh), KILN_ALL_AXES, 0);
@@ -190,7 +204,11 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
     if (mean->op == KILN_OP_SOFTMAX_CE)
         mean->at.axes = 3u; /* a full reduction of [N,C] */
     int64_t n = logits->shape.d[0];
-    return reduction == KILN_REDUCE_SUM ? kiln_scale(g, mean, (float)n) : mean;
+    if (reduction == KILN_REDUCE_MEAN)
+        return mean;
+    /* The mean of no rows is NaN, but their sum is 0. */
+    return n ? kiln_scale(g, mean, (float)n)
+             : kiln_sum(g, logits, KILN_ALL_AXES, 0);
 }
 
 kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y)
