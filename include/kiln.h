@@ -171,7 +171,10 @@ kiln_graph *kiln_graph_new(void);
 /* Frees the graph and every node in it.  NULL is a no-op. */
 void kiln_graph_free(kiln_graph *g);
 /* Drops every node (one arena reset) and clears the error; variables live in
-   sessions and are kept. */
+   sessions and are kept.  A node pointer kept from before the clear is
+   refused by builders (graph error "...: operand node %3 was built before
+   kiln_graph_clear") and by the run-time functions, and reads as NULL;
+   detection is certain for nodes of the build just cleared. */
 void kiln_graph_clear(kiln_graph *g);
 /* KILN_OK, or the first error recorded while building. */
 kiln_status kiln_graph_status(const kiln_graph *g);
@@ -383,7 +386,10 @@ typedef struct kiln_session_options {
 
 /* New session; NULL options gives defaults.  NULL only when out of memory. */
 kiln_session *kiln_session_new(const kiln_session_options *opt);
-/* Frees the session, its variables and its functions.  NULL is a no-op. */
+/* Frees the session, its variables and its functions.  Graphs run with it
+   drop their values (kiln_node_value_f32 gives NULL); computations,
+   programs and optimisers on it then fail with KILN_ERR_STATE, so each may
+   be freed before or after it.  NULL is a no-op. */
 void kiln_session_free(kiln_session *s);
 /* Message of the last error of the session ("" when none). */
 const char *kiln_session_error(const kiln_session *s);
@@ -426,7 +432,9 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
 /* Compiles outputs (n_out nodes) of g, fed by inputs (n_in input nodes),
    through every pass of kiln_compile_defaults() (see compiler passes).
    Variables are created in s on first use.  NULL on error
-   (kiln_session_error; a failed graph's error is copied there). */
+   (kiln_session_error; a failed graph's error is copied there), among them
+   KILN_ERR_ARG when two assignments of one variable would run in one call
+   (e.g. two optimiser steps): "variable 'W' is assigned twice ...". */
 kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
                             kiln_node *const *outputs, int n_out,
                             kiln_node *const *inputs, int n_in);
@@ -526,9 +534,20 @@ int kiln_function_num_kernels(const kiln_function *f);
 
 /* ---------------------------------------------------------------- dynamic */
 
-/* Sets the value of an input node for dynamic execution (copied). */
+/* A graph's values belong to the session it last ran with: kiln_feed or
+   kiln_forward with another session drops them (fed inputs are kept) and
+   computes with that session's variables from then on; kiln_backward,
+   kiln_node_value, kiln_node_grad, kiln_sgd_step and kiln_optimizer_update
+   with another session fail with KILN_ERR_STATE. */
+
+/* Sets the value of an input node for dynamic execution (copied).  Feeding
+   an input again marks every node built after it as not computed: until the
+   next kiln_forward recomputes them (assignments among them included) with
+   the new value, their values and gradients are unavailable. */
 kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t);
-/* Computes every node of g built so far (and not yet computed). */
+/* Computes every node of g built so far (and not yet computed), then
+   applies the assignments among them; KILN_ERR_ARG when two of them assign
+   the same variable. */
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g);
 /* Builds and computes the gradients of loss (scalar) for every trainable
    variable in g and every node loss depends on. */
@@ -539,12 +558,14 @@ kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss);
    session's error when not yet computed. */
 kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n);
 kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n);
-/* Pointer to the f32 value / gradient of a computed node (NULL otherwise),
-   valid until the graph is cleared. */
+/* Pointer to the f32 value / gradient of a computed node (NULL otherwise:
+   not computed, stale after kiln_feed, built before kiln_graph_clear, or its
+   session was freed), valid until the graph is cleared. */
 const float *kiln_node_value_f32(const kiln_node *n);
 const float *kiln_node_grad_f32(const kiln_node *n);
 /* Plain SGD on every trainable variable of g after kiln_backward:
-   v -= lr * grad. */
+   v -= lr * grad.  KILN_ERR_STATE without gradients, or with gradients an
+   input fed since made stale. */
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
 
 /* ---------------------------------------------------------------- optimisers
@@ -618,7 +639,10 @@ typedef struct kiln_optimizer kiln_optimizer;
 
 /* New optimiser on s (options copied; the global state variables are
    declared in s, existing ones kept so a restored session resumes).  NULL
-   with kiln_session_error (and kiln_last_error) on bad options. */
+   with kiln_session_error (and kiln_last_error) on bad options, and when a
+   live optimiser of another kind on s has the same name (they would share
+   "<name>.step"): give one of them another options.name.  Optimisers of one
+   kind and name share all their state. */
 kiln_optimizer *kiln_optimizer_new(kiln_session *s,
                                    const kiln_optim_options *o);
 /* Frees the optimiser; its state stays in the session.  NULL is a no-op. */
@@ -626,7 +650,9 @@ void kiln_optimizer_free(kiln_optimizer *o);
 /* Run-time form (Marian's opt->update(graph)): after kiln_backward on g,
    updates every trainable variable of g that has a gradient, by adding the
    update nodes to g and computing them.  KILN_ERR_STATE when g has no
-   backward pass; other errors as kiln_forward (kiln_session_error). */
+   backward pass (or one with another session, or stale gradients) or the
+   optimiser's session was freed (kiln_last_error); other errors as
+   kiln_forward (kiln_session_error). */
 kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g);
 /* Graph form (ngraph's assign): adds to g the gradients of the scalar loss
    for every trainable variable it depends on and the assignments of their
@@ -636,9 +662,11 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g);
 kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
                                      kiln_node *loss);
 /* Learning rate of the next step, from the schedule and the step count
-   (computed in double; the update computes the same in f32).  0 for NULL. */
+   (computed in double; the update computes the same in f32).  0 for NULL or
+   when the session was freed. */
 float kiln_optimizer_lr(const kiln_optimizer *o);
-/* Number of steps applied so far (read from the session); -1 for NULL. */
+/* Number of steps applied so far (read from the session); -1 for NULL or
+   when the session was freed. */
 int64_t kiln_optimizer_step_count(const kiln_optimizer *o);
 
 /* ---------------------------------------------------------------- marian */
@@ -713,7 +741,9 @@ int kiln_node_is_checkpoint(const kiln_node *n);
    use.  Gradients are bit-identical to a run without checkpointing.  After
    backward only leaves, marked nodes, the loss, outputs and the gradients of
    variables and of kiln_debug nodes keep values: kiln_node_value on a
-   released node is KILN_ERR_STATE.  KILN_ERR_ARG for a NULL graph. */
+   released node is KILN_ERR_STATE.  Turned off, later passes still
+   recompute values it released when they need them.  KILN_ERR_ARG for a
+   NULL graph. */
 kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on);
 
 /* Check-finite mode (on != 0): kiln_forward and kiln_backward stop at the
@@ -915,7 +945,8 @@ kiln_computation *kiln_computation_new(kiln_session *s, kiln_graph *g,
    may be freed in either order.  NULL is a no-op. */
 void kiln_computation_free(kiln_computation *c);
 /* Calls c: in[i] feeds placeholder i (shaped by its axes).  Results are then
-   read with kiln_computation_result.  Errors in kiln_session_error. */
+   read with kiln_computation_result.  Errors in kiln_session_error;
+   KILN_ERR_STATE (kiln_last_error) once the session was freed. */
 kiln_status kiln_computation_call(kiln_computation *c, kiln_tensor *const *in);
 /* The i-th result of the last call, owned by c (NULL before the first
    successful call or out of range). */
@@ -923,7 +954,8 @@ const kiln_tensor *kiln_computation_result(const kiln_computation *c, int i);
 /* The first element of the i-th result as a float (NAN when unavailable). */
 float kiln_computation_scalar(const kiln_computation *c, int i);
 /* Prints the compiled program (compiling it if needed): placeholders and
-   results with their axes, then the buffers and the kernel sequence. */
+   results with their axes, then the buffers and the kernel sequence.
+   KILN_ERR_STATE (kiln_last_error) once the session was freed. */
 kiln_status kiln_computation_print(kiln_computation *c, FILE *out);
 
 /* ---------------------------------------------------------------- modules */
@@ -1060,8 +1092,9 @@ kiln_node *kiln_host_load(kiln_program *p, kiln_stream *s, const char *name);
 kiln_status kiln_host_store(kiln_program *p, kiln_stream *s, kiln_node *x);
 /* ops.scaled_add_(x, y, a, b): the variable x becomes a x + b y.  Updates
    take effect at the end of the run, after every value of the run has been
-   computed (so reads in the same run see the old value).  Returns the node
-   of the new value. */
+   computed (so reads in the same run see the old value); two updates of one
+   variable make kiln_program_compile fail.  Returns the node of the new
+   value. */
 kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x, kiln_node *y,
                                    float a, float b);
 /* Compiles the program into s (creating its variables there).  KILN_OK or
@@ -1069,7 +1102,9 @@ kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x, kiln_node *y,
 kiln_status kiln_program_compile(kiln_program *p, kiln_session *s);
 /* session.run(inputs): binds every h2d stream (required) and any d2h
    stream (optional) to a tensor of its dtype and shape and runs once.
-   KILN_ERR_STATE before kiln_program_compile. */
+   KILN_ERR_ARG for a stream bound twice ("stream 'x' is bound twice");
+   KILN_ERR_STATE before kiln_program_compile or after its session was
+   freed (compile it again into another). */
 kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
                              int n);
 /* The graph's error, else the last compile or run error ("" when none). */

@@ -18,8 +18,8 @@ typedef struct port {
 } port;
 
 struct kiln_computation {
-    kiln_session *s;
-    kiln_graph *g; /* until compiled */
+    kiln_session *s; /* NULL once the session was freed */
+    kiln_graph *g;   /* until compiled */
     kiln_node **results, **placeholders;
     port *result_ports, *placeholder_ports;
     int n_results, n_ph;
@@ -27,6 +27,11 @@ struct kiln_computation {
     kiln_tensor **values; /* results of the last call */
     int called;
 };
+
+static void computation_forget_session(void *holder)
+{
+    ((kiln_computation *)holder)->s = NULL;
+}
 
 kiln_computation *kiln_computation_new(kiln_session *s, kiln_graph *g,
                                        kiln_ax *const *results, int n_results,
@@ -60,6 +65,12 @@ kiln_computation *kiln_computation_new(kiln_session *s, kiln_graph *g,
         kiln_set_last_error("kiln_computation_new: out of memory");
         return NULL;
     }
+    if (kiln_session_attach(s, c, computation_forget_session,
+                            "kiln_computation_new") != KILN_OK) {
+        kiln_set_last_error("%s", kiln_session_error(s));
+        kiln_computation_free(c);
+        return NULL;
+    }
     c->s = s;
     c->g = g;
     c->n_results = n_results;
@@ -86,6 +97,7 @@ void kiln_computation_free(kiln_computation *c)
 {
     if (!c)
         return;
+    kiln_session_detach(c->s, c);
     kiln_function_free(c->f);
     for (int i = 0; c->values && i < c->n_results; i++)
         kiln_tensor_free(c->values[i]);
@@ -98,8 +110,12 @@ void kiln_computation_free(kiln_computation *c)
 }
 
 /* The first call compiles; the graph is not needed afterwards. */
-static kiln_status compile(kiln_computation *c)
+static kiln_status compile(kiln_computation *c, const char *fn)
 {
+    if (!c->s) { /* its function went with it */
+        kiln_set_last_error("%s: the computation's session was freed", fn);
+        return KILN_ERR_STATE;
+    }
     if (c->f)
         return KILN_OK;
     c->f = kiln_compile(c->s, c->g, c->results, c->n_results, c->placeholders,
@@ -120,7 +136,7 @@ kiln_status kiln_computation_call(kiln_computation *c, kiln_tensor *const *in)
 {
     if (!c)
         return KILN_ERR_ARG;
-    kiln_status st = compile(c);
+    kiln_status st = compile(c, "kiln_computation_call");
     if (st != KILN_OK)
         return st;
     st = kiln_run(c->f, in, c->values);
@@ -146,7 +162,7 @@ kiln_status kiln_computation_print(kiln_computation *c, FILE *out)
 {
     if (!c || !out)
         return KILN_ERR_ARG;
-    kiln_status st = compile(c);
+    kiln_status st = compile(c, "kiln_computation_print");
     if (st != KILN_OK)
         return st;
     char b[256];

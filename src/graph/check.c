@@ -1,4 +1,6 @@
 /* Argument checks shared by the op builders. */
+#include <stdlib.h>
+
 #include "graph/builders.h"
 
 int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x)
@@ -44,4 +46,29 @@ int kiln_graph_check_dtype(kiln_graph *g, const char *fn, kiln_dtype dt)
     kiln_graph_fail(g, KILN_ERR_DTYPE, "%s: dtype %s is not supported", fn,
                     kiln_dtype_name(dt));
     return 0;
+}
+
+int kiln_graph_find_double_assign(const kiln_graph *g, int first,
+                                  const unsigned char *live,
+                                  const kiln_node **var)
+{
+    int n_assigns = 0;
+    for (int id = first; id < g->n_nodes; id++)
+        n_assigns += g->nodes[id]->op == KILN_OP_ASSIGN && (!live || live[id]);
+    if (n_assigns < 2)
+        return 0;
+    unsigned char *seen = calloc((size_t)g->n_nodes, 1);
+    if (!seen)
+        return -1;
+    int found = 0;
+    for (int id = first; id < g->n_nodes && !found; id++) {
+        const kiln_node *n = g->nodes[id];
+        if (n->op != KILN_OP_ASSIGN || (live && !live[id]))
+            continue;
+        found = seen[n->in[0]->id];
+        seen[n->in[0]->id] = 1;
+        *var = n->in[0];
+    }
+    free(seen);
+    return found;
 }

@@ -16,6 +16,7 @@ static void poison_init(kiln_graph *g)
     g->poison.id = -1;
     g->poison.op = KILN_OP_ERROR;
     g->poison.graph = g;
+    g->poison.gen = g->gen;
 }
 
 kiln_graph *kiln_graph_new(void)
@@ -24,6 +25,7 @@ kiln_graph *kiln_graph_new(void)
     if (!g)
         return NULL;
     kiln_arena_init(&g->arena, 256 * 1024);
+    kiln_arena_init(&g->old_arena, 256 * 1024);
     kiln_arena_init(&g->workspace, 1 << 20);
     poison_init(g);
     return g;
@@ -33,7 +35,10 @@ void kiln_graph_free(kiln_graph *g)
 {
     if (!g)
         return;
+    if (g->on_free)
+        g->on_free(g);
     kiln_arena_free(&g->arena);
+    kiln_arena_free(&g->old_arena);
     kiln_arena_free(&g->workspace);
     free(g->nodes);
     free(g->vars);
@@ -44,12 +49,18 @@ void kiln_graph_clear(kiln_graph *g)
 {
     if (!g)
         return;
+    /* the nodes just dropped stay readable (as stale) for one generation */
+    kiln_arena kept = g->arena;
+    g->arena = g->old_arena;
+    g->old_arena = kept;
     kiln_arena_reset(&g->arena);
     kiln_arena_reset(&g->workspace);
+    g->gen++;
     g->n_nodes = 0;
     g->n_vars = 0;
     g->n_computed = 0;
     g->backward_loss = NULL;
+    g->ckpt_released = 0;
     g->status = KILN_OK;
     g->err[0] = 0;
     poison_init(g);
@@ -99,7 +110,32 @@ int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x)
         kiln_graph_fail(g, KILN_ERR_ARG, "%s: operand is a poisoned node", fn);
         return 0;
     }
+    if (kiln_node_stale(x)) {
+        kiln_graph_fail(g, KILN_ERR_ARG,
+                        "%s: operand node %%%d was built before "
+                        "kiln_graph_clear (node pointers do not survive a "
+                        "clear)",
+                        fn, x->id);
+        return 0;
+    }
     return 1;
+}
+
+int kiln_node_stale(const kiln_node *n)
+{
+    return n->gen != n->graph->gen;
+}
+
+int kiln_node_live(kiln_node *n, const char *fn)
+{
+    if (!n || n->op == KILN_OP_ERROR)
+        return 0;
+    if (!kiln_node_stale(n))
+        return 1;
+    kiln_graph_fail(n->graph, KILN_ERR_ARG,
+                    "%s: node %%%d was built before kiln_graph_clear", fn,
+                    n->id);
+    return 0;
 }
 
 void *kiln_graph_alloc(kiln_graph *g, size_t bytes)
@@ -150,6 +186,7 @@ kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
     if (n_in)
         memcpy(ins, in, (size_t)n_in * sizeof *ins);
     n->id = g->n_nodes;
+    n->gen = g->gen;
     n->op = op;
     n->dtype = dt;
     n->shape = shape;
@@ -184,7 +221,7 @@ kiln_shape kiln_node_shape(const kiln_node *n)
 
 const char *kiln_node_name(const kiln_node *n)
 {
-    return n && n->name ? n->name : "";
+    return n && n->name && !kiln_node_stale(n) ? n->name : "";
 }
 
 int kiln_node_num_inputs(const kiln_node *n)
@@ -194,19 +231,19 @@ int kiln_node_num_inputs(const kiln_node *n)
 
 kiln_node *kiln_node_input(const kiln_node *n, int i)
 {
-    return n && i >= 0 && i < n->n_in ? n->in[i] : NULL;
+    return n && i >= 0 && i < n->n_in && !kiln_node_stale(n) ? n->in[i] : NULL;
 }
 
 kiln_node *kiln_node_set_name(kiln_node *n, const char *name)
 {
-    if (n && n->op != KILN_OP_ERROR && name)
+    if (kiln_node_live(n, "kiln_node_set_name") && name)
         n->name = kiln_graph_strdup(n->graph, name);
     return n;
 }
 
 kiln_node *kiln_node_set_trainable(kiln_node *v, int trainable)
 {
-    if (!v || v->op == KILN_OP_ERROR)
+    if (!kiln_node_live(v, "kiln_node_set_trainable"))
         return v;
     if (v->op != KILN_OP_VARIABLE) {
         kiln_graph_fail(v->graph, KILN_ERR_ARG,
@@ -225,7 +262,7 @@ int kiln_node_trainable(const kiln_node *v)
 
 kiln_node *kiln_debug(kiln_node *n, const char *msg)
 {
-    if (!n || n->op == KILN_OP_ERROR)
+    if (!kiln_node_live(n, "kiln_debug"))
         return n;
     n->debug = 1;
     n->debug_msg = kiln_graph_strdup(n->graph, msg ? msg : "");

@@ -52,6 +52,7 @@ typedef struct kiln_attrs {
 
 struct kiln_node {
     int id;
+    unsigned gen; /* the graph's generation when built (kiln_graph_clear) */
     kiln_op op;
     kiln_dtype dtype;
     kiln_shape shape;
@@ -62,6 +63,8 @@ struct kiln_node {
     kiln_attrs at;
     /* dynamic execution state */
     void *value;     /* computed value (workspace) or variable storage */
+    void *block;     /* workspace block of a computed value, kept while its
+                        value is stale so recomputing it reuses the block */
     kiln_node *grad; /* adjoint node after kiln_backward */
     const char *debug_msg;
     int debug;
@@ -69,7 +72,12 @@ struct kiln_node {
 };
 
 struct kiln_graph {
-    kiln_arena arena;  /* nodes, their inputs and attribute data */
+    kiln_arena arena; /* nodes, their inputs and attribute data */
+    /* The arena of the previous generation, kept until the next clear, so
+       a node pointer kept across one kiln_graph_clear still reads as stale
+       instead of aliasing the new node built at its address. */
+    kiln_arena old_arena;
+    unsigned gen;      /* bumped by kiln_graph_clear */
     kiln_node **nodes; /* in creation order: a topological order */
     int n_nodes, cap_nodes;
     kiln_status status;
@@ -81,6 +89,13 @@ struct kiln_graph {
     kiln_arena workspace; /* values of computed nodes */
     int n_computed;       /* nodes [0, n_computed) have values */
     kiln_node *backward_loss;
+    /* The session the values belong to (runtime/dynamic.c): its unique id,
+       and the pointer, which the session clears when it is freed; on_free
+       (set while bound) detaches the graph from it. */
+    kiln_session *session;
+    uint64_t session_id;
+    void (*on_free)(kiln_graph *g);
+    int ckpt_released; /* checkpointing released values since the clear */
     /* workspace policy and modes (runtime/dynamic.c, runtime/checkpointing.c)
      */
     size_t ws_reserved;      /* bytes reserved by the user, 0 = none */
@@ -100,8 +115,22 @@ kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
 /* 1 when x is usable in g; otherwise records why (naming fn) and returns 0.
    A graph that already failed returns 0 silently. */
 int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x);
+/* 1 when n was built before the last kiln_graph_clear of its graph (its
+   memory is then the previous generation's, kept for this check). */
+int kiln_node_stale(const kiln_node *n);
+/* 1 when n is a usable node to mark or rename: 0 for NULL or poisoned n,
+   and for a stale n, which also records an error naming fn. */
+int kiln_node_live(kiln_node *n, const char *fn);
 /* 1 when x is f32; otherwise records a dtype error naming fn. */
 int kiln_graph_check_f32(kiln_graph *g, const char *fn, kiln_node *x);
+/* Two assignments of one variable in one run would race (the last applied
+   wins, the other update is lost): 1 when two of the assignments among
+   nodes [first, n_nodes) of g -- those live[id] marks, when live is not
+   NULL -- write the same variable, which *var is set to; 0 when none; -1
+   when out of memory. */
+int kiln_graph_find_double_assign(const kiln_graph *g, int first,
+                                  const unsigned char *live,
+                                  const kiln_node **var);
 /* Appends a node with the given inputs; the caller fills attrs after. */
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in);

@@ -24,7 +24,8 @@ struct kiln_program {
     int n_streams, cap_streams;
     kiln_node **updates;
     int n_updates, cap_updates;
-    kiln_session *s;
+    kiln_session *s; /* compiled into; NULL once freed */
+    int session_freed;
     kiln_function *f;
     kiln_stream **in_streams, **out_streams; /* compiled order */
     int n_in, n_out;
@@ -54,6 +55,13 @@ kiln_program *kiln_program_new(void)
     return p;
 }
 
+static void program_forget_session(void *holder)
+{
+    kiln_program *p = holder;
+    p->s = NULL;
+    p->session_freed = 1;
+}
+
 static void free_compiled(kiln_program *p)
 {
     kiln_function_free(p->f);
@@ -68,6 +76,7 @@ void kiln_program_free(kiln_program *p)
     if (!p)
         return;
     free_compiled(p);
+    kiln_session_detach(p->s, p);
     for (int i = 0; i < p->n_streams; i++) {
         free(p->streams[i]->name);
         free(p->streams[i]);
@@ -217,7 +226,15 @@ kiln_status kiln_program_compile(kiln_program *p, kiln_session *s)
     if (p->g->status != KILN_OK)
         return p->g->status;
     free_compiled(p);
-    p->s = s;
+    if (p->s != s) {
+        if (kiln_session_attach(s, p, program_forget_session,
+                                "kiln_program_compile") != KILN_OK)
+            return program_fail(p, KILN_ERR_MEMORY, "%s",
+                                kiln_session_error(s));
+        kiln_session_detach(p->s, p);
+        p->s = s;
+    }
+    p->session_freed = 0;
     p->n_in = p->n_out = 0;
     size_t n = (size_t)p->n_streams + 1;
     kiln_node **ins = calloc(n, sizeof *ins);
@@ -265,6 +282,11 @@ kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
     const char *fn = "kiln_program_run";
     if (!p)
         return KILN_ERR_ARG;
+    if (!p->f && p->session_freed)
+        return program_fail(p, KILN_ERR_STATE,
+                            "%s: the program's session was freed: compile it "
+                            "into another one",
+                            fn);
     if (!p->f)
         return program_fail(p, KILN_ERR_STATE, "%s: compile the program first",
                             fn);
@@ -277,17 +299,25 @@ kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
     if (!in || !out)
         st = program_fail(p, KILN_ERR_MEMORY, "%s: out of memory", fn);
     for (int k = 0; k < n && st == KILN_OK; k++) {
-        int found = 0;
-        for (int i = 0; i < p->n_in && !found; i++)
-            if ((found = p->in_streams[i] == data[k].stream))
-                in[i] = data[k].tensor;
-        for (int i = 0; i < p->n_out && !found; i++)
-            if ((found = p->out_streams[i] == data[k].stream))
-                out[i] = data[k].tensor;
-        if (!found)
+        kiln_tensor **slot = NULL;
+        for (int i = 0; i < p->n_in && !slot; i++)
+            if (p->in_streams[i] == data[k].stream)
+                slot = &in[i];
+        for (int i = 0; i < p->n_out && !slot; i++)
+            if (p->out_streams[i] == data[k].stream)
+                slot = &out[i];
+        if (!slot)
             st = program_fail(
                 p, KILN_ERR_ARG,
                 "%s: data %d names a stream this program does not use", fn, k);
+        for (int j = 0; j < k && st == KILN_OK; j++)
+            if (data[j].stream == data[k].stream)
+                st = program_fail(p, KILN_ERR_ARG,
+                                  "%s: stream '%s' is bound twice (data %d "
+                                  "and %d)",
+                                  fn, data[k].stream->name, j, k);
+        if (st == KILN_OK)
+            *slot = data[k].tensor;
     }
     for (int i = 0; i < p->n_in && st == KILN_OK; i++)
         if (!in[i])

@@ -11,7 +11,7 @@
 
 kiln_node *kiln_checkpoint(kiln_node *n)
 {
-    if (n && n->op != KILN_OP_ERROR)
+    if (kiln_node_live(n, "kiln_checkpoint"))
         n->checkpoint |= KILN_KEEP_USER;
     return n;
 }

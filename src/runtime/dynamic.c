@@ -19,6 +19,92 @@ kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on)
     return KILN_OK;
 }
 
+/* ------------------------------------------------------------ sessions */
+
+/* Values from node `from` on go stale: fed inputs keep theirs, the others
+   are recomputed by the next kiln_forward, into the same blocks. */
+static void invalidate_from(kiln_graph *g, int from)
+{
+    for (int id = from; id < g->n_nodes; id++)
+        if (g->nodes[id]->op != KILN_OP_INPUT)
+            g->nodes[id]->value = NULL;
+    if (g->n_computed > from)
+        g->n_computed = from;
+}
+
+/* Forgets every value computed with the graph's session. */
+static void drop_run_state(kiln_graph *g)
+{
+    invalidate_from(g, 0);
+    g->backward_loss = NULL;
+    g->ckpt_released = 0;
+}
+
+static void graph_forget_session(void *holder)
+{
+    kiln_graph *g = holder;
+    drop_run_state(g);
+    g->session = NULL;
+    g->session_id = 0;
+    g->on_free = NULL;
+}
+
+static void graph_detach(kiln_graph *g)
+{
+    kiln_session_detach(g->session, g);
+}
+
+/* Makes s the session g computes with: another one's values (variables
+   included) are dropped, so nothing runs on or writes into its storage,
+   which kiln_session_free may release before the graph goes. */
+static kiln_status bind_session(kiln_session *s, kiln_graph *g, const char *fn)
+{
+    if (g->session_id == s->id)
+        return KILN_OK;
+    kiln_status st = kiln_session_attach(s, g, graph_forget_session, fn);
+    if (st != KILN_OK)
+        return st;
+    kiln_session_detach(g->session, g);
+    drop_run_state(g);
+    g->session = s;
+    g->session_id = s->id;
+    g->on_free = graph_detach;
+    return KILN_OK;
+}
+
+kiln_status kiln_dynamic_check_session(kiln_session *s, kiln_graph *g,
+                                       const char *fn)
+{
+    if (g->session_id == 0 || g->session_id == s->id)
+        return KILN_OK;
+    return kiln_session_fail(s, KILN_ERR_STATE,
+                             "%s: the graph was last run with another session "
+                             "(its values belong to that one): run "
+                             "kiln_forward with this session first",
+                             fn);
+}
+
+kiln_status kiln_dynamic_gradients(kiln_session *s, kiln_graph *g,
+                                   const char *fn)
+{
+    kiln_status st = kiln_dynamic_check_session(s, g, fn);
+    if (st != KILN_OK)
+        return st;
+    if (!g->backward_loss)
+        return kiln_session_fail(
+            s, KILN_ERR_STATE, "%s: no gradients: run kiln_backward first", fn);
+    for (int i = 0; i < g->n_vars; i++) {
+        const kiln_node *v = g->vars[i];
+        if (v->at.trainable && v->grad && v->grad->id >= g->n_computed)
+            return kiln_session_fail(
+                s, KILN_ERR_STATE,
+                "%s: the gradients are stale (an input was fed after "
+                "kiln_backward): run kiln_forward first",
+                fn);
+    }
+    return KILN_OK;
+}
+
 /* ------------------------------------------------------------ execution */
 
 static int node_ok(kiln_session *s, kiln_node *n, const char *fn)
@@ -30,6 +116,13 @@ static int node_ok(kiln_session *s, kiln_node *n, const char *fn)
     if (n->op == KILN_OP_ERROR) {
         kiln_session_fail(s, KILN_ERR_ARG, "%s: node is poisoned: %s", fn,
                           n->graph->err);
+        return 0;
+    }
+    if (kiln_node_stale(n)) {
+        kiln_session_fail(s, KILN_ERR_ARG,
+                          "%s: node %%%d was built before kiln_graph_clear "
+                          "(node pointers do not survive a clear)",
+                          fn, n->id);
         return 0;
     }
     return 1;
@@ -55,13 +148,20 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
             kiln_dtype_name(input->dtype),
             kiln_shape_str(input->shape, b1, sizeof b1),
             kiln_dtype_name(t->dtype), kiln_shape_str(t->shape, b2, sizeof b2));
-    kiln_pass r = {.s = s, .g = input->graph, .fn = "kiln_feed"};
+    kiln_graph *g = input->graph;
+    kiln_status st = bind_session(s, g, "kiln_feed");
+    if (st != KILN_OK)
+        return st;
+    kiln_pass r = {.s = s, .g = g, .fn = "kiln_feed"};
     size_t bytes = kiln_tensor_bytes(t);
-    void *v = kiln_ws_alloc(&r, input, bytes);
+    /* a new value for the same input: overwrite the old one in place */
+    void *v = input->value ? input->value : kiln_ws_alloc(&r, input, bytes);
     if (!v)
         return KILN_ERR_MEMORY;
     memcpy(v, t->data, bytes);
     input->value = v;
+    /* what was computed from the old value is recomputed by kiln_forward */
+    invalidate_from(g, input->id + 1);
     return KILN_OK;
 }
 
@@ -156,10 +256,12 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
         if (n->n_in > 8 &&
             !(in = kiln_ws_alloc(r, NULL, (size_t)n->n_in * sizeof *in)))
             return KILN_ERR_MEMORY;
-        void *out = kiln_ws_alloc(r, n,
-                                  (size_t)kiln_shape_numel(n->shape) *
-                                      kiln_dtype_size(n->dtype));
-        if (!out)
+        size_t bytes =
+            (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
+        void *out = n->block;
+        if (out) /* recomputed after kiln_feed or a change of session */
+            memset(out, 0, bytes);
+        else if (!(out = n->block = kiln_ws_alloc(r, n, bytes)))
             return KILN_ERR_MEMORY;
         for (int k = 0; k < n->n_in; k++)
             in[k] = n->in[k]->value;
@@ -176,13 +278,36 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
     return KILN_OK;
 }
 
+/* Refuses two assignments of one variable among nodes [first, n_nodes):
+   they would be applied together at the end of the pass. */
+static kiln_status check_assignments(kiln_pass *r, int first)
+{
+    const kiln_node *v = NULL;
+    int found = kiln_graph_find_double_assign(r->g, first, NULL, &v);
+    if (found < 0)
+        return kiln_session_fail(r->s, KILN_ERR_MEMORY, "%s: out of memory",
+                                 r->fn);
+    if (found)
+        return kiln_session_fail(
+            r->s, KILN_ERR_ARG,
+            "%s: variable '%s' is assigned twice in one pass (e.g. by two "
+            "optimiser updates): the updates would race; assign it once",
+            r->fn, v->name);
+    return KILN_OK;
+}
+
 /* Computes every node not yet computed, then applies the assignments among
    nodes [first, n_nodes) once all of them have run. */
 static kiln_status run_nodes(kiln_pass *r, int first)
 {
     kiln_graph *g = r->g;
-    kiln_status st = KILN_OK;
-    if (g->checkpointing && (st = kiln_ckpt_prepare(r)) != KILN_OK)
+    kiln_status st = check_assignments(r, first);
+    if (st != KILN_OK)
+        return st;
+    /* values released while checkpointing was on are recomputed when
+       needed even after it was turned off */
+    if ((g->checkpointing || g->ckpt_released) &&
+        (st = kiln_ckpt_prepare(r)) != KILN_OK)
         return st;
     for (int id = g->n_computed; id < g->n_nodes; id++) {
         kiln_node *n = g->nodes[id];
@@ -196,7 +321,7 @@ static kiln_status run_nodes(kiln_pass *r, int first)
             return st;
         if (n->debug && id < r->grad_first)
             kiln_debug_print(n, n->value, "value");
-        if (r->last_use)
+        if (r->last_use && g->checkpointing)
             kiln_ckpt_release_after(r, n);
     }
     for (int id = g->n_computed - 1; id >= first; id--) {
@@ -219,6 +344,9 @@ kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status,
                                  "kiln_forward: the graph failed: %s", g->err);
+    kiln_status st = bind_session(s, g, "kiln_forward");
+    if (st != KILN_OK)
+        return st;
     kiln_pass r = {.s = s, .g = g, .fn = "kiln_forward", .grad_first = INT_MAX};
     return run_nodes(&r, g->n_computed);
 }
@@ -236,6 +364,9 @@ static kiln_status check_loss(kiln_session *s, kiln_graph *g, kiln_node *loss)
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status,
                                  "kiln_backward: the graph failed: %s", g->err);
+    kiln_status st = kiln_dynamic_check_session(s, g, "kiln_backward");
+    if (st != KILN_OK)
+        return st;
     if (!loss->value && !kiln_ckpt_released(loss))
         return kiln_session_fail(s, KILN_ERR_STATE,
                                  "kiln_backward: loss %%%d has no value: run "
@@ -327,7 +458,8 @@ static const char *RELEASED = "was released by gradient checkpointing (mark it "
 
 kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n)
 {
-    if (!s || !node_ok(s, n, "kiln_node_value"))
+    if (!s || !node_ok(s, n, "kiln_node_value") ||
+        kiln_dynamic_check_session(s, n->graph, "kiln_node_value") != KILN_OK)
         return NULL;
     if (!n->value) {
         if (kiln_ckpt_released(n))
@@ -346,12 +478,21 @@ kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n)
 
 kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n)
 {
-    if (!s || !node_ok(s, n, "kiln_node_grad"))
+    if (!s || !node_ok(s, n, "kiln_node_grad") ||
+        kiln_dynamic_check_session(s, n->graph, "kiln_node_grad") != KILN_OK)
         return NULL;
     if (!n->graph->backward_loss || n->id > n->graph->backward_loss->id) {
         kiln_session_fail(s, KILN_ERR_STATE,
                           "kiln_node_grad: %%%d (%s) has no gradient: run "
                           "kiln_backward first",
+                          n->id, kiln_op_table[n->op].name);
+        return NULL;
+    }
+    if (n->grad && n->grad->id >= n->graph->n_computed) {
+        kiln_session_fail(s, KILN_ERR_STATE,
+                          "kiln_node_grad: the gradient of %%%d (%s) is stale "
+                          "(an input was fed after kiln_backward): run "
+                          "kiln_forward first",
                           n->id, kiln_op_table[n->op].name);
         return NULL;
     }
@@ -374,12 +515,14 @@ kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n)
 
 const float *kiln_node_value_f32(const kiln_node *n)
 {
-    return n && n->dtype == KILN_F32 ? n->value : NULL;
+    return n && n->dtype == KILN_F32 && !kiln_node_stale(n) ? n->value : NULL;
 }
 
 const float *kiln_node_grad_f32(const kiln_node *n)
 {
-    return n && n->grad && n->graph->backward_loss ? n->grad->value : NULL;
+    return n && n->grad && n->graph->backward_loss && !kiln_node_stale(n)
+               ? n->grad->value
+               : NULL;
 }
 
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
@@ -389,11 +532,9 @@ kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_sgd_step: graph is NULL");
-    if (!g->backward_loss)
-        return kiln_session_fail(
-            s, KILN_ERR_STATE,
-            "kiln_sgd_step: no gradients: run kiln_backward "
-            "first");
+    kiln_status st = kiln_dynamic_gradients(s, g, "kiln_sgd_step");
+    if (st != KILN_OK)
+        return st;
     for (int i = 0; i < g->n_vars; i++) {
         kiln_node *v = g->vars[i];
         if (!v->at.trainable || !v->grad || !v->grad->value || !v->value)

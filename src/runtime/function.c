@@ -82,11 +82,21 @@ static kiln_status check_compile_args(kiln_session *s, kiln_graph *g,
                                      "%s: output %d is NULL, poisoned or from "
                                      "another graph",
                                      fn, i);
+        else if (kiln_node_stale(outputs[i]))
+            return kiln_session_fail(s, KILN_ERR_ARG,
+                                     "%s: output %d was built before "
+                                     "kiln_graph_clear",
+                                     fn, i);
     for (int i = 0; i < n_in; i++) {
         if (!inputs[i] || inputs[i]->graph != g)
             return kiln_session_fail(
                 s, KILN_ERR_ARG, "%s: input %d is NULL or from another graph",
                 fn, i);
+        if (kiln_node_stale(inputs[i]))
+            return kiln_session_fail(s, KILN_ERR_ARG,
+                                     "%s: input %d was built before "
+                                     "kiln_graph_clear",
+                                     fn, i);
         if (inputs[i]->op != KILN_OP_INPUT)
             return kiln_session_fail(
                 s, KILN_ERR_ARG, "%s: input %d (%%%d) is a %s, not an input",
@@ -118,6 +128,26 @@ static kiln_status check_inputs_fed(kiln_session *s, kiln_graph *g,
                 "but not in the inputs list",
                 kiln_node_name(n), n->id);
     }
+    return KILN_OK;
+}
+
+/* One run applies its assignments together after computing: two of one
+   variable would race, so they are refused. */
+static kiln_status check_assignments(kiln_session *s, const kiln_graph *g,
+                                     const unsigned char *live)
+{
+    const kiln_node *v = NULL;
+    int found = kiln_graph_find_double_assign(g, 0, live, &v);
+    if (found < 0)
+        return kiln_session_fail(s, KILN_ERR_MEMORY,
+                                 "kiln_compile: out of memory");
+    if (found)
+        return kiln_session_fail(
+            s, KILN_ERR_ARG,
+            "kiln_compile: variable '%s' is assigned twice in one function "
+            "(e.g. by two optimiser steps): the updates would race; assign "
+            "it once",
+            v->name);
     return KILN_OK;
 }
 
@@ -235,7 +265,8 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
         kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_compile: out of memory");
         goto done;
     }
-    if ((st = check_inputs_fed(s, g, live, inputs, n_in)) != KILN_OK)
+    if ((st = check_inputs_fed(s, g, live, inputs, n_in)) != KILN_OK ||
+        (st = check_assignments(s, g, live)) != KILN_OK)
         goto done;
     for (int id = 0; id < g->n_nodes; id++) {
         kiln_node *n = g->nodes[id];

@@ -13,7 +13,17 @@ typedef struct kiln_var {
     int trainable;
 } kiln_var;
 
+/* Called by kiln_session_free for an object that keeps a pointer to the
+   session (see kiln_session_attach). */
+typedef void (*kiln_session_forget_fn)(void *holder);
+
+typedef struct kiln_session_holder {
+    void *holder;
+    kiln_session_forget_fn forget;
+} kiln_session_holder;
+
 struct kiln_session {
+    uint64_t id; /* unique in the process, never reused */
     kiln_var *vars;
     int n_vars, cap_vars;
     kiln_rng rng;
@@ -21,7 +31,23 @@ struct kiln_session {
     char err[KILN_ERRMSG_MAX];
     kiln_function **funcs;
     int n_funcs, cap_funcs;
+    kiln_session_holder *holders;
+    int n_holders, cap_holders;
 };
+
+/* Records that holder keeps a pointer to s: kiln_session_free calls
+   forget(holder) before freeing anything else, so the two may be freed in
+   either order.  KILN_ERR_MEMORY with the session's error (naming fn) when
+   out of memory; attaching a holder twice keeps one entry. */
+kiln_status kiln_session_attach(kiln_session *s, void *holder,
+                                kiln_session_forget_fn forget, const char *fn);
+/* Undoes kiln_session_attach (the holder is freed or moves to another
+   session).  NULL s, or a holder not attached, is a no-op. */
+void kiln_session_detach(kiln_session *s, void *holder);
+/* The holders attached with forget, one per call: *cursor starts at 0;
+   NULL after the last. */
+void *kiln_session_next_holder(const kiln_session *s,
+                               kiln_session_forget_fn forget, int *cursor);
 
 /* Records the session's error message and returns st. */
 kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
@@ -35,6 +61,15 @@ kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v);
    freeing f -- by the owner or with the session -- sets *owner to NULL and
    the two may be freed in either order. */
 void kiln_function_set_owner(kiln_function *f, kiln_function **owner);
+
+/* Dynamic graphs: KILN_OK when g has not run, or ran last with s; else
+   KILN_ERR_STATE with the session's error naming fn. */
+kiln_status kiln_dynamic_check_session(kiln_session *s, kiln_graph *g,
+                                       const char *fn);
+/* KILN_OK when g holds gradients from kiln_backward with s that no
+   kiln_feed made stale since; else KILN_ERR_STATE naming fn. */
+kiln_status kiln_dynamic_gradients(kiln_session *s, kiln_graph *g,
+                                   const char *fn);
 
 /* Prints a debug summary of a node's value (what = "value"/"gradient"). */
 void kiln_debug_print(const kiln_node *n, const void *data, const char *what);

@@ -1,15 +1,21 @@
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
+
+/* Session ids start at 1 (0 is "no session") and are never reused, so a
+   graph can tell its session from a new one at the same address. */
+static atomic_uint_fast64_t last_session_id;
 
 kiln_session *kiln_session_new(const kiln_session_options *opt)
 {
     kiln_session *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->id = (uint64_t)atomic_fetch_add(&last_session_id, 1) + 1;
     kiln_rng_seed(&s->rng, opt ? opt->seed : 42);
     s->threads = opt ? opt->threads : 0;
     return s;
@@ -22,12 +28,58 @@ void kiln_session_free(kiln_session *s)
     while (s->n_funcs > 0)
         kiln_function_free(s->funcs[s->n_funcs - 1]);
     free(s->funcs);
+    while (s->n_holders > 0) {
+        kiln_session_holder h = s->holders[--s->n_holders];
+        h.forget(h.holder);
+    }
+    free(s->holders);
     for (int i = 0; i < s->n_vars; i++) {
         free(s->vars[i].name);
         free(s->vars[i].data);
     }
     free(s->vars);
     free(s);
+}
+
+kiln_status kiln_session_attach(kiln_session *s, void *holder,
+                                kiln_session_forget_fn forget, const char *fn)
+{
+    for (int i = 0; i < s->n_holders; i++)
+        if (s->holders[i].holder == holder) {
+            s->holders[i].forget = forget;
+            return KILN_OK;
+        }
+    if (s->n_holders == s->cap_holders) {
+        int cap = s->cap_holders ? 2 * s->cap_holders : 8;
+        kiln_session_holder *h = realloc(s->holders, (size_t)cap * sizeof *h);
+        if (!h)
+            return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory",
+                                     fn);
+        s->holders = h;
+        s->cap_holders = cap;
+    }
+    s->holders[s->n_holders++] = (kiln_session_holder){holder, forget};
+    return KILN_OK;
+}
+
+void kiln_session_detach(kiln_session *s, void *holder)
+{
+    for (int i = 0; s && i < s->n_holders; i++)
+        if (s->holders[i].holder == holder) {
+            s->holders[i] = s->holders[--s->n_holders];
+            return;
+        }
+}
+
+void *kiln_session_next_holder(const kiln_session *s,
+                               kiln_session_forget_fn forget, int *cursor)
+{
+    while (*cursor < s->n_holders) {
+        const kiln_session_holder *h = &s->holders[(*cursor)++];
+        if (h->forget == forget)
+            return h->holder;
+    }
+    return NULL;
 }
 
 kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,

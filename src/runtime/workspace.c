@@ -114,7 +114,8 @@ void kiln_ws_release(kiln_graph *g, kiln_node *n)
         *(void **)n->value = bin->head;
         bin->head = n->value;
     }
-    n->value = NULL;
+    n->value = n->block = NULL;
+    g->ckpt_released = 1;
     g->ws_live -= size < g->ws_live ? size : g->ws_live;
 }
 

@@ -24,7 +24,7 @@
 #define KILN_PI 3.14159265358979323846
 
 struct kiln_optimizer {
-    kiln_session *s;
+    kiln_session *s;      /* NULL once the session was freed */
     kiln_optim_options o; /* o.name points at name */
     char name[OPTIM_NAME_MAX];
     int custom_name; /* per-variable slots carry the name too */
@@ -158,6 +158,41 @@ static const char *slot_name(const kiln_optimizer *o, const char *var,
     return n > 0 && n < STATE_NAME_MAX ? buf : NULL;
 }
 
+static const char *kind_name(kiln_optim_kind kind)
+{
+    static const char *const names[] = {"SGD", "Adagrad", "Adam", "AdamW"};
+    return names[kind];
+}
+
+static void optimizer_forget_session(void *holder)
+{
+    ((kiln_optimizer *)holder)->s = NULL;
+}
+
+/* Two live optimisers of one name share the step counter (and the
+   accumulation state); of different kinds they would each advance it and
+   mix their schedules, so the second is refused. */
+static int shares_state_with_other_kind(kiln_session *s,
+                                        const kiln_optim_options *opt,
+                                        const char *fn)
+{
+    const char *name = opt->name ? opt->name : "optim";
+    kiln_optimizer *q;
+    int at = 0;
+    while ((q = kiln_session_next_holder(s, optimizer_forget_session, &at))) {
+        if (strcmp(q->name, name) != 0 || q->o.kind == opt->kind)
+            continue;
+        kiln_session_fail(s, KILN_ERR_ARG,
+                          "%s: an %s optimiser named '%s' would share its "
+                          "step state ('%s.step') with the live %s optimiser "
+                          "of that name: give it another options.name",
+                          fn, kind_name(opt->kind), name, name,
+                          kind_name(q->o.kind));
+        return 1;
+    }
+    return 0;
+}
+
 kiln_optimizer *kiln_optimizer_new(kiln_session *s,
                                    const kiln_optim_options *opt)
 {
@@ -175,6 +210,8 @@ kiln_optimizer *kiln_optimizer_new(kiln_session *s,
         kiln_session_fail(s, KILN_ERR_ARG, "%s: %s", fn, why);
         return NULL;
     }
+    if (shares_state_with_other_kind(s, opt, fn))
+        return NULL;
     kiln_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
         kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", fn);
@@ -204,11 +241,17 @@ kiln_optimizer *kiln_optimizer_new(kiln_session *s,
             free(o);
             return NULL;
         }
+    if (kiln_session_attach(s, o, optimizer_forget_session, fn) != KILN_OK) {
+        free(o);
+        return NULL;
+    }
     return o;
 }
 
 void kiln_optimizer_free(kiln_optimizer *o)
 {
+    if (o)
+        kiln_session_detach(o->s, o);
     free(o);
 }
 
@@ -239,13 +282,15 @@ static double schedule_lr(const kiln_optim_options *o, double e)
 static const float *state_value(const kiln_optimizer *o, const char *slot)
 {
     char buf[STATE_NAME_MAX];
+    if (!o->s)
+        return NULL;
     kiln_var *v = kiln_session_find(o->s, global_name(o, slot, buf));
     return v && v->dtype == KILN_F32 ? v->data : NULL;
 }
 
 int64_t kiln_optimizer_step_count(const kiln_optimizer *o)
 {
-    if (!o)
+    if (!o || !o->s)
         return -1;
     const float *t = state_value(o, "step");
     return t ? (int64_t)*t : 0;
@@ -253,7 +298,7 @@ int64_t kiln_optimizer_step_count(const kiln_optimizer *o)
 
 float kiln_optimizer_lr(const kiln_optimizer *o)
 {
-    if (!o)
+    if (!o || !o->s)
         return 0.0f;
     return (float)schedule_lr(&o->o, (double)kiln_optimizer_step_count(o));
 }
@@ -504,14 +549,18 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
         return KILN_ERR_ARG;
     }
     kiln_session *s = o->s;
+    if (!s) {
+        kiln_set_last_error("%s: the optimiser's session was freed", fn);
+        return KILN_ERR_STATE;
+    }
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status, "%s: the graph failed: %s", fn,
                                  g->err);
-    if (!g->backward_loss)
-        return kiln_session_fail(
-            s, KILN_ERR_STATE, "%s: no gradients: run kiln_backward first", fn);
+    kiln_status st = kiln_dynamic_gradients(s, g, fn);
+    if (st != KILN_OK)
+        return st;
     int top = g->backward_loss->id, n = 0;
     kiln_node **vars = malloc((size_t)(2 * g->n_vars + 1) * sizeof *vars);
     if (!vars)
@@ -524,7 +573,6 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
             grads[n++] = v->grad;
         }
     }
-    kiln_status st = KILN_OK;
     if (n == 0) {
         st = kiln_session_fail(s, KILN_ERR_ARG,
                                "%s: the loss depends on no trainable variable",
