@@ -2,9 +2,12 @@
    dimensions, one big-endian u32 per dimension, then the data.  zlib's gz
    functions read both plain and gzip-compressed files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "io/io_util.h"
@@ -22,13 +25,18 @@
 #ifdef KILN_HAVE_ZLIB
 typedef gzFile idx_file;
 
-static idx_file idx_open(const char *path)
+static idx_file idx_open(int fd)
 {
-    return gzopen(path, "rb");
+    return gzdopen(fd, "rb");
 }
 static void idx_close(idx_file f)
 {
     gzclose(f);
+}
+/* Valid once something was read: 0 for a gzip stream. */
+static int idx_is_plain(idx_file f)
+{
+    return gzdirect(f);
 }
 
 static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
@@ -42,13 +50,18 @@ static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
 #else
 typedef FILE *idx_file;
 
-static idx_file idx_open(const char *path)
+static idx_file idx_open(int fd)
 {
-    return fopen(path, "rb");
+    return fdopen(fd, "rb");
 }
 static void idx_close(idx_file f)
 {
     fclose(f);
+}
+static int idx_is_plain(idx_file f)
+{
+    (void)f;
+    return 1;
 }
 
 static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
@@ -109,21 +122,53 @@ static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e)
     return 0;
 }
 
-static kiln_tensor *read_idx(io_reader *r, kiln_dtype as, io_err *e)
+/* A plain file's size bounds the data before anything is allocated; a
+   gzip stream's size is unknown until read, so its buffer grows as the
+   data arrives. */
+static kiln_tensor *read_idx(io_reader *r, idx_file f, int64_t file_size,
+                             kiln_dtype as, io_err *e)
 {
     kiln_shape shape;
     if (read_idx_header(r, &shape, e))
         return NULL;
-    kiln_tensor *t = kiln_tensor_new(as, shape);
-    if (!t) {
+    int64_t numel = kiln_shape_numel(shape);
+    int64_t have = file_size - 4 - 4 * (int64_t)shape.ndim;
+    kiln_tensor *t = NULL;
+    if (!idx_is_plain(f)) {
+        t = io_read_tensor_growing(r, IO_U8, as, shape, e);
+    } else if (have < numel) {
+        io_fail(e, "truncated: expected %" PRId64 " data bytes, got %" PRId64,
+                numel, have);
+    } else if (!(t = kiln_tensor_new(as, shape))) {
         io_fail(e, "%s", kiln_last_error());
-        return NULL;
-    }
-    if (io_read_tensor(r, IO_U8, t, e) ||
-        io_expect_end(r, kiln_tensor_numel(t), e)) {
+    } else if (io_read_tensor(r, IO_U8, t, e)) {
         kiln_tensor_free(t);
+        t = NULL;
+    }
+    if (t && io_expect_end(r, numel, e)) {
+        kiln_tensor_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static kiln_tensor *read_idx_fd(int fd, kiln_dtype as, io_err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        io_fail(e, "cannot stat: %s", strerror(errno));
+        close(fd);
         return NULL;
     }
+    idx_file f = idx_open(fd);
+    if (!f) {
+        io_fail(e, "cannot open: out of memory");
+        close(fd);
+        return NULL;
+    }
+    io_reader r = {idx_reader_read, f};
+    kiln_tensor *t = read_idx(&r, f, (int64_t)st.st_size, as, e);
+    idx_close(f);
     return t;
 }
 
@@ -136,16 +181,12 @@ kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as)
         return NULL;
     }
     io_err e = IO_ERR_INIT;
-    errno = 0;
-    idx_file f = idx_open(path);
-    if (!f) {
-        kiln_set_last_error("kiln_idx_read: %s: cannot open: %s", path,
-                            errno ? strerror(errno) : "out of memory");
-        return NULL;
-    }
-    io_reader r = {idx_reader_read, f};
-    kiln_tensor *t = read_idx(&r, as, &e);
-    idx_close(f);
+    int fd = open(path, O_RDONLY);
+    kiln_tensor *t = NULL;
+    if (fd < 0)
+        io_fail(&e, "cannot open: %s", strerror(errno));
+    else
+        t = read_idx_fd(fd, as, &e);
     if (!t)
         kiln_set_last_error("kiln_idx_read: %s: %s", path, e.msg);
     return t;

@@ -1,5 +1,7 @@
 #include "io/io_util.h"
 
+#include "base/tensor.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -192,6 +194,66 @@ int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e)
         done += n;
     }
     return 0;
+}
+
+/* The next buffer size for n elements of data arriving when cap are held:
+   doubling, from 1 MiB, never past the header's claim. */
+static int64_t grown_capacity(int64_t cap, int64_t need, int64_t numel,
+                              size_t dsz)
+{
+    int64_t next =
+        cap ? (cap > numel / 2 ? numel : 2 * cap) : (int64_t)((1u << 20) / dsz);
+    if (next > numel)
+        next = numel;
+    return next < need ? need : next;
+}
+
+kiln_tensor *io_read_tensor_growing(io_reader *r, io_elem el, kiln_dtype dt,
+                                    kiln_shape shape, io_err *e)
+{
+    enum { CHUNK = 1 << 16 };
+    unsigned char buf[CHUNK];
+    size_t esz = io_elem_size(el), dsz = kiln_dtype_size(dt);
+    int64_t numel = kiln_shape_numel(shape), cap = 0, done = 0;
+    int64_t per_chunk = (int64_t)(CHUNK / esz);
+    unsigned char *data = calloc(1, 1);
+    while (data && done < numel) {
+        int64_t n = numel - done < per_chunk ? numel - done : per_chunk;
+        int64_t got = read_full(r, buf, (size_t)n * esz, e);
+        if (got < 0)
+            goto fail;
+        int64_t k = got / (int64_t)esz;
+        if (done + k > cap) {
+            cap = grown_capacity(cap, done + k, numel, dsz);
+            unsigned char *p = realloc(data, (size_t)cap * dsz);
+            if (!p) {
+                e->status = KILN_ERR_MEMORY;
+                io_fail(e, "out of memory (%" PRId64 " bytes)",
+                        cap * (int64_t)dsz);
+                goto fail;
+            }
+            data = p;
+        }
+        if (io_convert(buf, el, data + (size_t)done * dsz, dt, k, done, e))
+            goto fail;
+        done += k;
+        if (got < n * (int64_t)esz) {
+            io_fail(
+                e, "truncated: expected %" PRId64 " data bytes, got %" PRId64,
+                numel * (int64_t)esz, done * (int64_t)esz + got % (int64_t)esz);
+            goto fail;
+        }
+    }
+    kiln_tensor *t = data ? kiln_tensor_wrap(dt, shape, data) : NULL;
+    if (t) {
+        t->owned = 1;
+        return t;
+    }
+    e->status = KILN_ERR_MEMORY;
+    io_fail(e, "%s", data ? kiln_last_error() : "out of memory");
+fail:
+    free(data);
+    return NULL;
 }
 
 int io_expect_end(io_reader *r, int64_t expected, io_err *e)

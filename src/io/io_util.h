@@ -69,6 +69,14 @@ typedef struct io_reader {
 /* Reads numel(t) elements of type el from r in chunks, converting into t.
    Fails on a short read with "truncated: expected N data bytes, got M". */
 int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e);
+/* Reads a tensor of dtype dt and shape (valid, already size-checked) from r
+   when nothing has verified that r holds that much data (a compressed
+   stream): the buffer grows geometrically as the data arrives, so a header
+   claiming gigabytes over a few bytes fails with "truncated" having
+   allocated no more than about twice the data really there.  NULL with a
+   message in e. */
+kiln_tensor *io_read_tensor_growing(io_reader *r, io_elem el, kiln_dtype dt,
+                                    kiln_shape shape, io_err *e);
 /* Fails when r has any byte left ("trailing data"). */
 int io_expect_end(io_reader *r, int64_t expected, io_err *e);
 

@@ -152,8 +152,15 @@ int json_string(json_cursor *c, char **out)
     *out = NULL;
     if (json_expect(c, '"'))
         return -1;
-    /* Escapes never produce more bytes than they take in the source. */
-    char *o = malloc((size_t)(c->end - c->s) + 1);
+    /* Sized by the string's own source bytes, not the rest of the text
+       (a header of many short strings must not cost that many big
+       allocations): escapes never produce more bytes than they take. */
+    const char *close = c->s;
+    while (close < c->end && *close != '"')
+        close += *close == '\\' ? 2 : 1;
+    if (close > c->end)
+        close = c->end;
+    char *o = malloc((size_t)(close - c->s) + 1);
     size_t n = 0;
     if (!o)
         return fail(c, "out of memory");

@@ -62,14 +62,14 @@ static int check_member_size(const npy_header *h, zip_uint64_t size, io_err *e)
 static int load_member_data(io_reader *r, const npy_header *h, const char *name,
                             kiln_tensor_list *out, io_err *e)
 {
-    kiln_tensor *t = kiln_tensor_new(io_elem_natural(h->elem), h->shape);
-    if (!t) {
-        e->status = KILN_ERR_MEMORY;
-        return io_fail(e, "%s", kiln_last_error());
-    }
+    /* The member's size is only the zip directory's word, which a deflated
+       member cannot back up until it is inflated: grow as data arrives. */
+    kiln_tensor *t = io_read_tensor_growing(
+        r, h->elem, io_elem_natural(h->elem), h->shape, e);
+    if (!t)
+        return -1;
     /* Reading to the end makes libzip verify the member's CRC. */
-    if (io_read_tensor(r, h->elem, t, e) ||
-        io_expect_end(r, h->numel * (int64_t)io_elem_size(h->elem), e)) {
+    if (io_expect_end(r, h->numel * (int64_t)io_elem_size(h->elem), e)) {
         kiln_tensor_free(t);
         return -1;
     }

@@ -150,12 +150,6 @@ static int parse_member(json_cursor *c, char *key, st_header *h, io_err *e)
             return io_fail(e, "__metadata__ is not an object");
         return json_skip(c);
     }
-    for (int i = 0; i < h->count; i++)
-        if (strcmp(h->items[i].name, key) == 0) {
-            io_fail(e, "tensor '%.100s' appears twice", key);
-            free(key);
-            return -1;
-        }
     st_entry *t = header_push(h);
     if (!t) {
         free(key);
@@ -221,6 +215,26 @@ static int check_entry(const st_entry *t, int64_t data_size, io_err *e)
     return 0;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    const st_entry *x = a, *y = b;
+    return strcmp(x->name, y->name);
+}
+
+/* Sorting by name puts equal names next to each other: O(n log n) where a
+   search per entry would be quadratic in the number of tensors. */
+static int check_unique_names(st_header *h, io_err *e)
+{
+    if (h->count < 2)
+        return 0;
+    qsort(h->items, (size_t)h->count, sizeof *h->items, by_name);
+    for (int i = 1; i < h->count; i++)
+        if (strcmp(h->items[i - 1].name, h->items[i].name) == 0)
+            return io_fail(e, "tensor '%.100s' appears twice",
+                           h->items[i].name);
+    return 0;
+}
+
 static int by_offset(const void *a, const void *b)
 {
     const st_entry *x = a, *y = b;
@@ -236,6 +250,8 @@ static int check_layout(st_header *h, int64_t data_size, io_err *e)
     for (int i = 0; i < h->count; i++)
         if (check_entry(&h->items[i], data_size, e))
             return -1;
+    if (check_unique_names(h, e))
+        return -1;
     if (h->count > 1)
         qsort(h->items, (size_t)h->count, sizeof *h->items, by_offset);
     int64_t at = 0;

@@ -1,6 +1,8 @@
-/* kiln_tensor_list: the in-memory form of a checkpoint file.  Lookups are
-   linear: lists hold tens of tensors, and insertion order must be kept so
-   that files round-trip in the order they were written. */
+/* kiln_tensor_list: the in-memory form of a checkpoint file.  Entries keep
+   insertion order (files round-trip in the order they were written); an
+   open-addressing hash of the names makes find and add O(1), so reading a
+   file of n tensors is O(n) however many it holds. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +18,27 @@ typedef struct list_entry {
 struct kiln_tensor_list {
     list_entry *items;
     int count, capacity;
+    int *slots; /* index into items, -1 when empty; 2 * capacity of them */
 };
+
+/* FNV-1a: names are short and not chosen to collide with each other. */
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static size_t find_slot(const kiln_tensor_list *l, const char *name)
+{
+    size_t mask = 2 * (size_t)l->capacity - 1;
+    size_t i = name_hash(name) & mask;
+    while (l->slots[i] >= 0 && strcmp(l->items[l->slots[i]].name, name) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
 
 kiln_tensor_list *kiln_tensor_list_new(void)
 {
@@ -35,6 +57,7 @@ void kiln_tensor_list_free(kiln_tensor_list *l)
         kiln_tensor_free(l->items[i].tensor);
     }
     free(l->items);
+    free(l->slots);
     free(l);
 }
 
@@ -59,24 +82,34 @@ kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i)
 
 kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l, const char *name)
 {
-    if (!l || !name)
+    if (!l || !name || l->count == 0)
         return NULL;
-    for (int i = 0; i < l->count; i++)
-        if (strcmp(l->items[i].name, name) == 0)
-            return l->items[i].tensor;
-    return NULL;
+    int k = l->slots[find_slot(l, name)];
+    return k >= 0 ? l->items[k].tensor : NULL;
 }
 
+/* Doubles the capacity and rehashes: the table stays at most half full. */
 static int grow(kiln_tensor_list *l)
 {
     if (l->count < l->capacity)
         return 0;
+    if (l->capacity > INT32_MAX / 4)
+        return -1;
     int cap = l->capacity ? 2 * l->capacity : 8;
     list_entry *items = realloc(l->items, (size_t)cap * sizeof *items);
     if (!items)
         return -1;
     l->items = items;
+    int *slots = malloc(2 * (size_t)cap * sizeof *slots);
+    if (!slots)
+        return -1;
+    free(l->slots);
+    l->slots = slots;
     l->capacity = cap;
+    for (size_t i = 0; i < 2 * (size_t)cap; i++)
+        slots[i] = -1;
+    for (int i = 0; i < l->count; i++)
+        slots[find_slot(l, l->items[i].name)] = i;
     return 0;
 }
 
@@ -102,6 +135,7 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
         return KILN_ERR_MEMORY;
     }
     memcpy(copy, name, n + 1);
+    l->slots[find_slot(l, copy)] = l->count;
     l->items[l->count].name = copy;
     l->items[l->count].tensor = t;
     l->count++;
