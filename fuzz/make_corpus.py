@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Writes the seed corpora fuzz/corpus/<reader>/: a few small valid files of
+each format and slightly broken variants (truncated, wrong sizes, bad
+fields).  Standard library only; run it again after changing it:
+
+    /usr/bin/python3 fuzz/make_corpus.py
+"""
+import gzip
+import io
+import json
+import os
+import shutil
+import struct
+import warnings
+import zipfile
+import zlib
+
+warnings.simplefilter("ignore")  # zipfile on the duplicate member
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(reader, name, data):
+    d = os.path.join(ROOT, reader)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def f32(*v):
+    return struct.pack("<%df" % len(v), *v)
+
+
+def i32(*v):
+    return struct.pack("<%di" % len(v), *v)
+
+
+# ------------------------------------------------------------------ npy
+
+def npy(descr, shape, data, version=1, fortran=False):
+    dims = "".join("%d, " % d for d in shape) if len(shape) == 1 else \
+        ", ".join(str(d) for d in shape)
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (
+        descr, "True" if fortran else "False", dims)
+    prefix = 10 if version == 1 else 12
+    n = (prefix + len(d) + 1 + 63) // 64 * 64 - prefix
+    d = d + " " * (n - len(d) - 1) + "\n"
+    size = struct.pack("<H", n) if version == 1 else struct.pack("<I", n)
+    return b"\x93NUMPY" + bytes([version, 0]) + size + d.encode() + data
+
+
+NPY = {
+    "f32_2x3": npy("<f4", (2, 3), f32(1, 2, 3, 4, 5, 6)),
+    "f64_2": npy("<f8", (2,), struct.pack("<2d", 1.5, -2)),
+    "i64_3": npy("<i8", (3,), struct.pack("<3q", 1, -1, 2 ** 40)),
+    "u1_4": npy("|u1", (4,), bytes([0, 1, 254, 255])),
+    "b1_2": npy("|b1", (2,), bytes([0, 1])),
+    "i32_scalar_v2": npy("<i4", (), i32(42), version=2),
+    "f32_empty": npy("<f4", (0, 3), b""),
+    "truncated": npy("<f4", (2, 3), f32(1, 2, 3)),
+    "trailing": npy("<f4", (1,), f32(1, 2)),
+    "fortran": npy("<f4", (2, 2), f32(1, 2, 3, 4), fortran=True),
+    "big_endian": npy(">f4", (1,), b"\0\0\0\1"),
+    "huge_shape": npy("<f4", (1 << 30, 1 << 10), f32(1)),
+}
+
+
+# ------------------------------------------------------------------ npz
+
+def npz(members, method=zipfile.ZIP_STORED):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", method) as z:
+        for name, data in members:
+            z.writestr(name, data)
+    return b.getvalue()
+
+
+WEIGHTS = [("W.npy", NPY["f32_2x3"]), ("n.npy", npy("<i4", (2,), i32(3, 4)))]
+NPZ = {
+    "stored": npz(WEIGHTS),
+    "deflated": npz(WEIGHTS, zipfile.ZIP_DEFLATED),
+    "mixed_dtypes": npz([("a.npy", NPY["f64_2"]), ("b.npy", NPY["i64_3"]),
+                         ("c.npy", NPY["u1_4"]), ("d.npy", NPY["b1_2"])],
+                        zipfile.ZIP_DEFLATED),
+    "empty": b"PK\x05\x06" + bytes(18),
+    "not_npy_member": npz([("readme.txt", b"hello")]),
+    "truncated_member": npz([("W.npy", NPY["truncated"])]),
+    "duplicate_names": npz([("W.npy", NPY["f32_2x3"]), ("W.npy", NPY["u1_4"])]),
+    "cut": npz(WEIGHTS)[:-30],
+}
+
+
+# ----------------------------------------------------------- safetensors
+
+def st(entries, data, extra=None):
+    h = dict(extra or {})
+    h.update(entries)
+    text = json.dumps(h, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def raw_st(text, data):
+    """A safetensors file from header text as is (json.dumps cannot write
+    repeated keys)."""
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def ent(dtype, shape, begin, end):
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": [begin, end]}
+
+
+SAFETENSORS = {
+    "two": st({"W": ent("F32", (2, 3), 0, 24), "n": ent("I32", (2,), 24, 32)},
+              f32(1, 2, 3, 4, 5, 6) + i32(3, 4)),
+    "metadata": st({"x": ent("F64", (1,), 0, 8)}, struct.pack("<d", 2.5),
+                   {"__metadata__": {"format": "pt"}}),
+    "types": st({"a": ent("I64", (1,), 0, 8), "b": ent("U8", (2,), 8, 10),
+                 "c": ent("BOOL", (2,), 10, 12)},
+                struct.pack("<q", -5) + bytes([7, 8, 1, 0])),
+    "no_tensors": st({}, b""),
+    "only_metadata": st({}, b"", {"__metadata__": {}}),
+    "gap": st({"a": ent("F32", (1,), 4, 8)}, f32(0, 1)),
+    "overlap": st({"a": ent("F32", (1,), 0, 4), "b": ent("F32", (1,), 0, 4)},
+                  f32(1)),
+    "bad_dtype": st({"a": ent("F16", (1,), 0, 2)}, b"\0\0"),
+    "short": st({"a": ent("F32", (4,), 0, 16)}, f32(1, 2, 3, 4))[:-5],
+    "escapes": raw_st(b'{"\\u00e9\\ud83d\\ude00\\n":{"dtype":"F32",'
+                      b'"shape":[],"data_offsets":[0,4]}}', f32(1)),
+    "duplicate": raw_st(b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                        b'"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+                        f32(1, 2)),
+}
+
+
+# ------------------------------------------------------------------ JSON
+
+JSON = {
+    "object": b'{"a": [1, 2.5e-3, -0, true, false, null], "b": {"c": "d\\u0041"}}',
+    "nested": b"[" * 40 + b"]" * 40,
+    "too_deep": b"[" * 100 + b"]" * 100,
+    "strings": b'["\\"\\\\\\/\\b\\f\\n\\r\\t", "\\ud83d\\ude00", "\xc3\xa9"]',
+    "bad_surrogate": b'["\\udc00"]',
+    "trailing_comma": b'{"a": 1,}',
+    "numbers": b"[0, -1, 1e5, 1E+5, 1.0e-5, 123456789012345678901234567890]",
+    "unterminated": b'{"a": "b',
+}
+JSON["header"] = SAFETENSORS["two"][8:8 + 96].rstrip()
+
+
+# ------------------------------------------------------------------- bin
+
+def kiln_bin(tensors):
+    table, data, offsets = b"", b"", []
+    for name, dtype, shape, raw in tensors:
+        off = (len(data) + 63) // 64 * 64
+        data = data.ljust(off, b"\0") + raw
+        table += struct.pack("<H", len(name)) + name.encode()
+        table += bytes([dtype, len(shape)])
+        table += b"".join(struct.pack("<q", d) for d in shape)
+        table += struct.pack("<QQI", off, len(raw), zlib.crc32(raw))
+    data_offset = (64 + len(table) + 63) // 64 * 64
+    h = b"KILNBIN\0" + struct.pack("<IIQQQI", 1, len(tensors), len(table),
+                                   data_offset, len(data), zlib.crc32(table))
+    h += struct.pack("<I", zlib.crc32(h)) + bytes(16)
+    return (h + table).ljust(data_offset, b"\0") + data
+
+
+GOOD_BIN = kiln_bin([("W", 0, (2, 3), f32(1, 2, 3, 4, 5, 6)),
+                     ("n", 1, (2,), i32(3, 4))])
+BIN = {
+    "two": GOOD_BIN,
+    "empty": kiln_bin([]),
+    "scalar": kiln_bin([("s", 0, (), f32(3))]),
+    "bad_crc": GOOD_BIN[:-1] + b"\x7f",
+    "truncated": GOOD_BIN[:-8],
+    "bad_magic": b"KILNBIX" + GOOD_BIN[7:],
+}
+
+
+# ------------------------------------------------------------------- IDX
+
+def idx(shape, data):
+    return bytes([0, 0, 8, len(shape)]) + \
+        b"".join(struct.pack(">I", d) for d in shape) + data
+
+
+IMAGES = idx((2, 3, 3), bytes(range(18)))
+IDX = {
+    "images": IMAGES,
+    "labels": idx((4,), bytes([1, 2, 3, 4])),
+    "images_gz": gzip.compress(IMAGES, mtime=0),
+    "truncated": IMAGES[:-5],
+    "trailing": IMAGES + b"\0",
+    "huge_claim": bytes([0, 0, 8, 1]) + struct.pack(">I", 1 << 31) + b"ab",
+    "huge_claim_gz": gzip.compress(bytes([0, 0, 8, 1]) +
+                                   struct.pack(">I", 1 << 31) + b"ab", mtime=0),
+    "bad_type": bytes([0, 0, 9, 1, 0, 0, 0, 1, 5]),
+}
+IDX_GZ = {k: v for k, v in IDX.items() if not k.endswith("_gz")}
+
+
+# --------------------------------------------------------------- session
+
+RNG = ("__rng__", i32(1, 2, 3, 4))
+SESSION = {
+    "npz": npz([("W.npy", npy("<f4", (2, 3), f32(9, 8, 7, 6, 5, 4))),
+                ("n.npy", npy("<i4", (2,), i32(1, 2))),
+                ("new.npy", npy("<f4", (1,), f32(3))),
+                ("__rng__.npy", npy("<i4", (4,), RNG[1]))]),
+    "npz_wrong_shape": npz([("W.npy", npy("<f4", (3, 2), f32(*range(6))))]),
+    "safetensors": st({"W": ent("F32", (2, 3), 0, 24),
+                       "n": ent("I32", (2,), 24, 32),
+                       "__rng__": ent("I32", (4,), 32, 48)},
+                      f32(9, 8, 7, 6, 5, 4) + i32(1, 2) + RNG[1]),
+    "safetensors_bad_rng": st({"__rng__": ent("F32", (4,), 0, 16)},
+                              f32(1, 2, 3, 4)),
+    "bin": kiln_bin([("W", 0, (2, 3), f32(9, 8, 7, 6, 5, 4)),
+                     ("n", 1, (2,), i32(1, 2)), ("__rng__", 1, (4,), RNG[1])]),
+    "bin_wrong_dtype": kiln_bin([("n", 0, (2,), f32(1, 2))]),
+}
+
+
+def main():
+    if os.path.isdir(ROOT):
+        shutil.rmtree(ROOT)
+    for reader, files in [("npy", NPY), ("npz", NPZ),
+                          ("safetensors", SAFETENSORS), ("json", JSON),
+                          ("bin", BIN), ("idx", IDX), ("idx_gz", IDX_GZ),
+                          ("session", SESSION)]:
+        for name, data in files.items():
+            put(reader, name, data)
+
+
+if __name__ == "__main__":
+    main()
