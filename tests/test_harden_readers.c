@@ -519,8 +519,11 @@ static int teardown_dir(void **state)
     return rmdir(tmp_dir);
 }
 
-int main(void)
+/* An argument runs only the tests matching it (a cmocka pattern). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idx_huge_claim_plain),
         cmocka_unit_test(test_idx_huge_claim_gzip),

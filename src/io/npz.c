@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -103,36 +105,76 @@ static int load_member(zip_t *za, zip_uint64_t i, kiln_tensor_list *out,
     return 0;
 }
 
-static zip_t *open_archive(const char *path, io_err *e)
+/* The archive is mapped and read through a memory source: libzip on a file
+   descriptor seeks and stats once or more per member, which made an
+   archive of 80k small arrays take seconds. */
+typedef struct npz_archive {
+    zip_t *za;
+    void *map;
+    size_t size;
+} npz_archive;
+
+static void close_archive(npz_archive *a)
 {
+    zip_discard(a->za);
+    if (a->map)
+        munmap(a->map, a->size);
+}
+
+static int map_file(const char *path, npz_archive *a, io_err *e)
+{
+    struct stat st;
     int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        io_fail(e, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    int code = 0;
-    zip_t *za = zip_fdopen(fd, ZIP_CHECKCONS, &code);
-    if (!za) {
-        zip_error_t ze;
-        zip_error_init_with_code(&ze, code);
-        io_fail(e, "not a valid zip archive: %s", zip_error_strerror(&ze));
-        zip_error_fini(&ze);
+    if (fd < 0)
+        return io_fail(e, "cannot open: %s", strerror(errno));
+    if (fstat(fd, &st) != 0) {
         close(fd);
+        return io_fail(e, "cannot stat: %s", strerror(errno));
     }
-    return za;
+    a->size = (size_t)st.st_size;
+    if (a->size > 0) {
+        a->map = mmap(NULL, a->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (a->map == MAP_FAILED) {
+            a->map = NULL;
+            close(fd);
+            return io_fail(e, "cannot map: %s", strerror(errno));
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+static int open_archive(const char *path, npz_archive *a, io_err *e)
+{
+    memset(a, 0, sizeof *a);
+    if (map_file(path, a, e))
+        return -1;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(a->map, a->size, 0, &ze);
+    if (src)
+        a->za = zip_open_from_source(src, ZIP_CHECKCONS | ZIP_RDONLY, &ze);
+    if (!a->za) {
+        io_fail(e, "not a valid zip archive: %s", zip_error_strerror(&ze));
+        zip_source_free(src);
+        if (a->map)
+            munmap(a->map, a->size);
+    }
+    zip_error_fini(&ze);
+    return a->za ? 0 : -1;
 }
 
 int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
              io_err *e)
 {
-    zip_t *za = open_archive(path, e);
-    if (!za)
+    npz_archive a;
+    if (open_archive(path, &a, e))
         return -1;
-    zip_int64_t n = zip_get_num_entries(za, 0);
+    zip_int64_t n = zip_get_num_entries(a.za, 0);
     int rc = 0;
     for (zip_int64_t i = 0; i < n && !rc; i++)
-        rc = load_member(za, (zip_uint64_t)i, out, fn, ctx, e);
-    zip_discard(za);
+        rc = load_member(a.za, (zip_uint64_t)i, out, fn, ctx, e);
+    close_archive(&a);
     return rc;
 }
 
