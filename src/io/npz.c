@@ -151,7 +151,11 @@ static int open_archive(const char *path, npz_archive *a, io_err *e)
         return -1;
     zip_error_t ze;
     zip_error_init(&ze);
-    zip_source_t *src = zip_source_buffer_create(a->map, a->size, 0, &ze);
+    /* libzip would open an empty source as an archive with no members. */
+    if (a->size == 0)
+        zip_error_set(&ze, ZIP_ER_NOZIP, 0);
+    zip_source_t *src =
+        a->size ? zip_source_buffer_create(a->map, a->size, 0, &ze) : NULL;
     if (src)
         a->za = zip_open_from_source(src, ZIP_CHECKCONS | ZIP_RDONLY, &ze);
     if (!a->za) {
