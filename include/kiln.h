@@ -1112,10 +1112,37 @@ const char *kiln_program_error(const kiln_program *p);
 
 /* ---------------------------------------------------------------- data */
 
-/* Loads an MNIST-format split from dir (train = 1: train-*, 0: t10k-*),
-   plain or .gz IDX files: images f32 [N, rows*cols] multiplied by scale,
-   labels i32 [N].  KILN_ERR_IO (kiln_last_error) when files are missing or
-   bad, or the counts differ. */
+/* A labelled data set, validated once on load: images f32 [count,
+   rows * cols], labels i32 [count], each in [0, classes), count >= 1.  The
+   struct owns its tensors and the file names (used in messages). */
+typedef struct kiln_dataset {
+    kiln_tensor *images, *labels;
+    int64_t count, rows, cols;
+    int classes;
+    char *images_path, *labels_path;
+} kiln_dataset;
+/* Loads IDX images ([count, rows, cols] or [count, features]) multiplied by
+   scale and IDX labels, plain or .gz.  KILN_ERR_IO (kiln_last_error naming
+   the file and the offending index or value) on a missing or bad file,
+   counts that differ, no images, or a label outside [0, classes);
+   KILN_ERR_ARG on bad arguments.  On error *d is empty. */
+kiln_status kiln_dataset_load(kiln_dataset *d, const char *images_path,
+                              const char *labels_path, int classes,
+                              float scale);
+/* The MNIST-format split of dir (train = 1: train-*, 0: t10k-*), plain or
+   .gz, 10 classes; errors as kiln_dataset_load. */
+kiln_status kiln_mnist_dataset(kiln_dataset *d, const char *dir, int train,
+                               float scale);
+/* KILN_OK when test can be used with a model trained on train (same image
+   size and classes), else KILN_ERR_SHAPE (kiln_last_error names both). */
+kiln_status kiln_dataset_match(const kiln_dataset *train,
+                               const kiln_dataset *test);
+/* Frees the tensors and names and empties *d; NULL is a no-op. */
+void kiln_dataset_free(kiln_dataset *d);
+
+/* kiln_mnist_dataset handing back just the tensors: images f32
+   [N, rows*cols] multiplied by scale, labels i32 [N].  Errors as
+   kiln_mnist_dataset. */
 kiln_status kiln_mnist_load(const char *dir, int train, float scale,
                             kiln_tensor **images, kiln_tensor **labels);
 
@@ -1247,6 +1274,11 @@ kiln_tensor_list *kiln_file_read(const char *path);
 /* Writes l as .safetensors or .bin when path ends so, otherwise as an
    uncompressed .npz; atomic like the writers.  Errors as the writers. */
 kiln_status kiln_file_write(const char *path, const kiln_tensor_list *l);
+/* Checks, writing nothing, that a file could be saved at path (as the
+   writers do: through symlinks to their target): its directory exists and
+   is writable and path is not a directory.  KILN_ERR_IO (kiln_last_error)
+   otherwise, KILN_ERR_ARG for NULL.  Lets a program fail before long work. */
+kiln_status kiln_file_check_writable(const char *path);
 
 #ifdef __cplusplus
 }

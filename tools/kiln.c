@@ -14,10 +14,12 @@
 #include "kiln.h"
 #include "mlp.h"
 
-static int usage(void)
+/* The usage text: on stdout with status 0 when asked for (-h, --help),
+   on stderr with status 1 after a mistake. */
+static int usage_to(FILE *out, int status)
 {
     fprintf(
-        stderr,
+        out,
         "usage: kiln train --dataset mnist|fashion-mnist [--data DIR]\n"
         "                  [--hidden 600[,N...]] [--activation "
         "relu|gelu|tanh]\n"
@@ -28,8 +30,19 @@ static int usage(void)
         "curves.png]\n"
         "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] "
         "[--data DIR]\n"
-        "       kiln info FILE.npz|FILE.safetensors\n");
-    return 1;
+        "       kiln info FILE.npz|FILE.safetensors|FILE.bin\n"
+        "       kiln help | -h | --help, or kiln COMMAND -h | --help\n");
+    return status;
+}
+
+static int usage(void)
+{
+    return usage_to(stderr, 1);
+}
+
+static int is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
 
 int kiln_tool_fail(const char *fmt, ...)
@@ -103,10 +116,16 @@ static const char *const ACTIVATIONS[] = {"relu", "gelu", "tanh"};
 static const char *const OPTIMIZERS[] = {"sgd", "momentum", "adam", "adamw",
                                          "adagrad"};
 
-/* Parses the flags shared by train and eval; returns 0, or 1 after printing
-   an error. */
+enum { ARGS_OK, ARGS_BAD, ARGS_HELP };
+
+/* Parses the flags shared by train and eval: ARGS_OK, ARGS_BAD after
+   printing an error, or ARGS_HELP when -h or --help stands for a flag. */
 static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
 {
+    /* every other flag takes a value, which may itself be "-h" */
+    for (int i = 2; i < argc; i += strncmp(argv[i], "--", 2) ? 1 : 2)
+        if (is_help(argv[i]))
+            return ARGS_HELP;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0)
@@ -160,11 +179,11 @@ int main(int argc, char **argv)
     if (argc < 2)
         return usage();
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-        usage();
-        return 0;
-    }
+    if (is_help(cmd) || !strcmp(cmd, "help"))
+        return usage_to(stdout, 0);
     if (!strcmp(cmd, "info")) {
+        if (argc == 3 && is_help(argv[2]))
+            return usage_to(stdout, 0);
         if (argc != 3)
             return usage();
         if (kiln_file_info(argv[2], stdout) != KILN_OK)
@@ -172,14 +191,13 @@ int main(int argc, char **argv)
         return 0;
     }
     mlp_config c = mlp_defaults();
-    if (!strcmp(cmd, "train")) {
-        if (parse_args(argc, argv, &c, 1))
-            return 1;
-        return mlp_train(&c);
-    }
-    if (!strcmp(cmd, "eval")) {
-        if (parse_args(argc, argv, &c, 0))
-            return 1;
+    if (!strcmp(cmd, "train") || !strcmp(cmd, "eval")) {
+        int train = !strcmp(cmd, "train");
+        int r = parse_args(argc, argv, &c, train);
+        if (r != ARGS_OK)
+            return r == ARGS_HELP ? usage_to(stdout, 0) : 1;
+        if (train)
+            return mlp_train(&c);
         if (!c.model)
             return kiln_tool_fail("eval: --model is required");
         return mlp_eval(&c);

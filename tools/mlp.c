@@ -1,9 +1,14 @@
 /* Training and evaluation of a fully connected classifier with the compiled
    path: one function runs forward, backward and the optimiser update. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "mlp.h"
 
@@ -90,13 +95,14 @@ static void evaluator_free(evaluator *e)
     kiln_graph_free(e->g);
 }
 
-/* Test loss and accuracy in batches of EVAL_BATCH, the last one padded. */
-static int evaluate(evaluator *e, const kiln_tensor *x, const kiln_tensor *y,
-                    double *loss, double *acc)
+/* Test loss and accuracy in batches of EVAL_BATCH, the last one padded.
+   The data set's loader guarantees rows >= 1 and labels in [0, 10). */
+static int evaluate(evaluator *e, const kiln_dataset *set, double *loss,
+                    double *acc)
 {
-    int64_t n = kiln_tensor_shape(x).d[0], d = kiln_tensor_shape(x).d[1];
-    const float *xs = kiln_tensor_f32(x);
-    const int32_t *ys = kiln_tensor_i32(y);
+    int64_t n = set->count, d = set->rows * set->cols;
+    const float *xs = kiln_tensor_f32(set->images);
+    const int32_t *ys = kiln_tensor_i32(set->labels);
     double total = 0;
     int64_t correct = 0;
     for (int64_t start = 0; start < n; start += EVAL_BATCH) {
@@ -125,10 +131,23 @@ static int evaluate(evaluator *e, const kiln_tensor *x, const kiln_tensor *y,
     return 0;
 }
 
-static int load_split(const mlp_config *c, int train, kiln_tensor **x,
-                      kiln_tensor **y)
+static int load_split(const mlp_config *c, int train, kiln_dataset *d)
 {
-    if (kiln_mnist_load(c->data_dir, train, 1.0f / 255, x, y) != KILN_OK)
+    if (kiln_mnist_dataset(d, c->data_dir, train, 1.0f / 255) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_last_error());
+    if (d->classes != N_CLASSES)
+        return kiln_tool_fail("%s: %d classes, the model has %d",
+                              d->labels_path, d->classes, N_CLASSES);
+    return 0;
+}
+
+/* The training set, and a test set that fits the same model. */
+static int load_both(const mlp_config *c, kiln_dataset *train,
+                     kiln_dataset *test)
+{
+    if (load_split(c, 1, train) || load_split(c, 0, test))
+        return 1;
+    if (kiln_dataset_match(train, test) != KILN_OK)
         return kiln_tool_fail("%s", kiln_last_error());
     return 0;
 }
@@ -151,28 +170,142 @@ static kiln_optimizer *make_optimizer(kiln_session *s, const mlp_config *c,
     return kiln_optimizer_new(s, &o);
 }
 
-static void plot(const char *csv, const char *png)
+/* One row of the metrics, kept for the plot. */
+typedef struct epoch_row {
+    double train_loss, test_loss, acc, seconds;
+} epoch_row;
+
+/* Whether name is an executable in $PATH. */
+static int have_program(const char *name)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "kiln: gnuplot not found: no plot written (apt-get "
-                        "install gnuplot-nox)\n");
-        return;
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        char full[4096];
+        if (n + strlen(name) + 2 <= sizeof full) {
+            snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".",
+                     name);
+            if (access(full, X_OK) == 0)
+                return 1;
+        }
+        path += n + (path[n] == ':');
     }
-    FILE *gp = popen("gnuplot", "w");
-    if (!gp)
-        return;
-    fprintf(gp,
-            "set terminal png size 900,400\nset output '%s'\n"
-            "set datafile separator ','\nset multiplot layout 1,2\n"
-            "set xlabel 'epoch'\nset title 'loss'\n"
-            "plot '%s' every ::1 using 1:2 with linespoints title 'train', "
-            "'' every ::1 using 1:3 with linespoints title 'test'\n"
-            "set title 'test accuracy'\n"
-            "plot '%s' every ::1 using 1:4 with linespoints notitle\n"
-            "unset multiplot\n",
-            png, csv, csv);
-    if (pclose(gp) == 0)
+    return 0;
+}
+
+/* gnuplot, run in a private directory on files with fixed names: no string
+   of the user's (the output path, the log path) ever reaches gnuplot or a
+   shell. */
+static const char PLOT_SCRIPT[] =
+    "set terminal png size 900,400\nset output 'plot.png'\n"
+    "set datafile separator ','\nset multiplot layout 1,2\n"
+    "set xlabel 'epoch'\nset title 'loss'\n"
+    "plot 'metrics.csv' using 1:2 with linespoints title 'train', "
+    "'' using 1:3 with linespoints title 'test'\n"
+    "set title 'test accuracy'\n"
+    "plot 'metrics.csv' using 1:4 with linespoints notitle\n"
+    "unset multiplot\n";
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return -1;
+    int bad = fputs(text, f) < 0;
+    return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+static int write_metrics(const char *dir, const epoch_row *rows, int n)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/metrics.csv", dir);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return -1;
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d,%.6f,%.6f,%.6f\n", i + 1, rows[i].train_loss,
+                rows[i].test_loss, rows[i].acc);
+    return fclose(f) != 0 ? -1 : 0;
+}
+
+static int run_gnuplot(const char *dir)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        char *argv[] = {"gnuplot", "plot.gp", NULL};
+        if (chdir(dir) == 0)
+            execvp("gnuplot", argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int bad = !in || !out;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad = fwrite(buf, 1, n, out) != n;
+    if (in)
+        bad |= ferror(in), fclose(in);
+    if (out)
+        bad |= fclose(out) != 0;
+    return bad ? -1 : 0;
+}
+
+static int plot(const epoch_row *rows, int n, const char *png)
+{
+    const char *base = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/kiln-plot-XXXXXX",
+             base && *base && strlen(base) < 4000 ? base : "/tmp");
+    if (!mkdtemp(dir))
+        return kiln_tool_fail("--plot: cannot create a temporary directory");
+    char out[4200];
+    snprintf(out, sizeof out, "%s/plot.png", dir);
+    int rc = 0;
+    if (write_metrics(dir, rows, n) || write_text(dir, "plot.gp", PLOT_SCRIPT))
+        rc = kiln_tool_fail("--plot: cannot write in %s", dir);
+    else if (run_gnuplot(dir))
+        rc = kiln_tool_fail("--plot: gnuplot failed");
+    else if (copy_file(out, png))
+        rc = kiln_tool_fail("--plot: cannot write %s", png);
+    else
         fprintf(stderr, "kiln: plot written to %s\n", png);
+    const char *files[] = {"plot.png", "plot.gp", "metrics.csv"};
+    for (int i = 0; i < 3; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    return rc;
+}
+
+/* Every output path is checked before the (long) training starts. */
+static int check_outputs(const mlp_config *c)
+{
+    const char *paths[] = {c->save, c->log, c->plot};
+    const char *flags[] = {"--save", "--log", "--plot"};
+    for (int i = 0; i < 3; i++)
+        if (paths[i] && kiln_file_check_writable(paths[i]) != KILN_OK)
+            return kiln_tool_fail("%s: %s", flags[i], kiln_last_error());
+    if (c->plot && !have_program("gnuplot"))
+        fprintf(stderr, "kiln: gnuplot not found: no plot will be written "
+                        "(apt-get install gnuplot-nox)\n");
+    return 0;
 }
 
 typedef struct trainer {
@@ -227,16 +360,14 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
 
 int mlp_train(const mlp_config *c)
 {
-    kiln_tensor *tx, *ty, *vx, *vy;
-    if (load_split(c, 1, &tx, &ty))
-        return 1;
-    if (load_split(c, 0, &vx, &vy)) {
-        kiln_tensor_free(tx);
-        kiln_tensor_free(ty);
+    kiln_dataset train = {0}, test = {0};
+    if (check_outputs(c) || load_both(c, &train, &test)) {
+        kiln_dataset_free(&train);
+        kiln_dataset_free(&test);
         return 1;
     }
     kiln_set_num_threads(c->threads);
-    int64_t in_dim = kiln_tensor_shape(tx).d[1];
+    int64_t in_dim = train.rows * train.cols;
     trainer t = {0};
     kiln_session_options so = {(uint64_t)c->seed, c->threads};
     t.s = kiln_session_new(&so);
@@ -244,10 +375,11 @@ int mlp_train(const mlp_config *c)
     model m = build(t.g, c, c->batch, in_dim);
     int rc = 1;
     FILE *log = NULL;
-    int64_t per_epoch = kiln_tensor_shape(tx).d[0] / c->batch;
+    epoch_row *rows = calloc((size_t)c->epochs, sizeof *rows);
+    int64_t per_epoch = train.count / c->batch;
     if (per_epoch < 1) {
         kiln_tool_fail("--batch %d is larger than the %lld training images",
-                       c->batch, (long long)kiln_tensor_shape(tx).d[0]);
+                       c->batch, (long long)train.count);
         goto done;
     }
     if (!(t.opt = make_optimizer(t.s, c, per_epoch * c->epochs))) {
@@ -262,11 +394,12 @@ int mlp_train(const mlp_config *c)
     }
     if (evaluator_init(&t.eval, t.s, c, in_dim))
         goto done;
-    t.batches = kiln_batcher_new(tx, ty, c->batch, 1, 1, (uint64_t)c->seed);
+    t.batches = kiln_batcher_new(train.images, train.labels, c->batch, 1, 1,
+                                 (uint64_t)c->seed);
     t.xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(c->batch, in_dim));
     t.yb = kiln_tensor_new(KILN_I32, KILN_SHAPE(c->batch));
     t.loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
-    if (!t.batches || !t.xb || !t.yb || !t.loss) {
+    if (!rows || !t.batches || !t.xb || !t.yb || !t.loss) {
         kiln_tool_fail("out of memory");
         goto done;
     }
@@ -280,26 +413,29 @@ int mlp_train(const mlp_config *c)
     for (int epoch = 1; epoch <= c->epochs; epoch++) {
         double train_loss = 0, test_loss = 0;
         if (run_epoch(&t, c, epoch, &train_loss) ||
-            evaluate(&t.eval, vx, vy, &test_loss, &acc))
+            evaluate(&t.eval, &test, &test_loss, &acc))
             goto done;
+        rows[epoch - 1] =
+            (epoch_row){train_loss, test_loss, acc, kiln_now() - start};
         printf(
             "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
             epoch, train_loss, test_loss, acc);
         fflush(stdout);
         if (log)
             fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss,
-                    test_loss, acc, kiln_now() - start);
+                    test_loss, acc, rows[epoch - 1].seconds);
     }
     printf("test accuracy: %.4f\n", acc);
     if (log) {
-        fclose(log);
+        int bad = fclose(log) != 0;
         log = NULL;
-        if (c->plot)
-            plot(c->log, c->plot);
-    } else if (c->plot) {
-        fprintf(stderr,
-                "kiln: --plot needs --log (the curves are drawn from it)\n");
+        if (bad) {
+            kiln_tool_fail("--log: cannot write %s", c->log);
+            goto done;
+        }
     }
+    if (c->plot && have_program("gnuplot") && plot(rows, c->epochs, c->plot))
+        goto done;
     if (c->save) {
         int32_t code = c->activation;
         kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
@@ -319,11 +455,30 @@ done:
     if (log)
         fclose(log);
     trainer_free(&t);
-    kiln_tensor_free(tx);
-    kiln_tensor_free(ty);
-    kiln_tensor_free(vx);
-    kiln_tensor_free(vy);
+    free(rows);
+    kiln_dataset_free(&train);
+    kiln_dataset_free(&test);
     return rc;
+}
+
+/* Layer k's weight in the model file: a matrix [in, out] whose in is the
+   previous layer's out (in_dim for the first); 0, or 1 after an error. */
+static int check_layer(const char *path, const kiln_tensor *w, int k,
+                       int64_t in, int64_t *out)
+{
+    kiln_shape s = kiln_tensor_shape(w);
+    if (s.ndim != 2)
+        return kiln_tool_fail("%s: fc%d.W is not a matrix", path, k);
+    if (k > 0 && s.d[0] != in)
+        return kiln_tool_fail("%s: fc%d.W has %lld inputs, fc%d has %lld "
+                              "outputs",
+                              path, k, (long long)s.d[0], k - 1, (long long)in);
+    if (s.d[0] < 1 || s.d[1] < 1 || s.d[1] > 65536)
+        return kiln_tool_fail("%s: fc%d.W [%lld,%lld] is not a layer of the "
+                              "kiln tool",
+                              path, k, (long long)s.d[0], (long long)s.d[1]);
+    *out = s.d[1];
+    return 0;
 }
 
 /* Recovers the architecture from the variable shapes in the model file. */
@@ -332,30 +487,39 @@ static int read_architecture(const char *path, mlp_config *c, int64_t *in_dim)
     kiln_tensor_list *l = kiln_file_read(path);
     if (!l)
         return kiln_tool_fail("%s", kiln_last_error());
-    c->n_hidden = 0;
-    int layers = 0;
-    for (; layers < MLP_MAX_LAYERS; layers++) {
+    int layers = 0, rc = 0;
+    int64_t width = 0;
+    for (;; layers++) {
         char name[32];
         snprintf(name, sizeof name, "fc%d.W", layers);
         kiln_tensor *w = kiln_tensor_list_find(l, name);
         if (!w)
             break;
-        kiln_shape s = kiln_tensor_shape(w);
-        if (s.ndim != 2) {
-            kiln_tensor_list_free(l);
-            return kiln_tool_fail("%s: %s is not a matrix", path, name);
+        if (layers == MLP_MAX_LAYERS) {
+            rc = kiln_tool_fail("%s: more than %d layers (the kiln tool "
+                                "supports up to %d)",
+                                path, MLP_MAX_LAYERS, MLP_MAX_LAYERS);
+            break;
         }
+        if ((rc = check_layer(path, w, layers, width, &width)))
+            break;
         if (layers == 0)
-            *in_dim = s.d[0];
-        c->hidden[layers] = (int)s.d[1];
+            *in_dim = kiln_tensor_shape(w).d[0];
+        c->hidden[layers] = (int)width;
     }
     kiln_tensor *act = kiln_tensor_list_find(l, ACT_KEY);
-    c->activation = act && kiln_tensor_i32(act) ? kiln_tensor_i32(act)[0] : 0;
+    const int32_t *code =
+        act && kiln_tensor_numel(act) == 1 ? kiln_tensor_i32(act) : NULL;
+    c->activation = code ? code[0] : act ? -1 : 0;
     kiln_tensor_list_free(l);
-    if (layers < 1 || c->hidden[layers - 1] != N_CLASSES || c->activation < 0 ||
-        c->activation > 2)
+    if (rc)
+        return rc;
+    if (layers < 1 || c->hidden[layers - 1] != N_CLASSES)
         return kiln_tool_fail(
             "%s: not a kiln MLP model (no fc0.W ... with 10 outputs)", path);
+    if (c->activation < 0 || c->activation > 2)
+        return kiln_tool_fail("%s: bad %s (0 relu, 1 gelu, 2 tanh)", path,
+                              ACT_KEY);
     c->n_hidden = layers - 1;
     return 0;
 }
@@ -366,27 +530,27 @@ int mlp_eval(const mlp_config *c0)
     int64_t in_dim = 0;
     if (read_architecture(c.model, &c, &in_dim))
         return 1;
-    kiln_tensor *vx, *vy;
-    if (load_split(&c, 0, &vx, &vy))
+    kiln_dataset test = {0};
+    if (load_split(&c, 0, &test)) {
+        kiln_dataset_free(&test);
         return 1;
+    }
     int rc = 1;
     kiln_session *s = kiln_session_new(NULL);
     evaluator e = {0};
     double loss, acc;
-    if (kiln_tensor_shape(vx).d[1] != in_dim) {
+    if (test.rows * test.cols != in_dim) {
         kiln_tool_fail("%s expects %lld inputs, the data has %lld", c.model,
-                       (long long)in_dim,
-                       (long long)kiln_tensor_shape(vx).d[1]);
+                       (long long)in_dim, (long long)(test.rows * test.cols));
     } else if (kiln_session_load(s, c.model) != KILN_OK) {
         kiln_tool_fail("%s", kiln_session_error(s));
     } else if (!evaluator_init(&e, s, &c, in_dim) &&
-               !evaluate(&e, vx, vy, &loss, &acc)) {
+               !evaluate(&e, &test, &loss, &acc)) {
         printf("test loss: %.4f\ntest accuracy: %.4f\n", loss, acc);
         rc = 0;
     }
     evaluator_free(&e);
     kiln_session_free(s);
-    kiln_tensor_free(vx);
-    kiln_tensor_free(vy);
+    kiln_dataset_free(&test);
     return rc;
 }

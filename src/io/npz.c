@@ -260,21 +260,105 @@ static int write_empty_zip(io_atomic *a, io_err *e)
     return 0;
 }
 
-static int write_members(const char *tmp, const kiln_tensor_list *l,
-                         int compress, io_err *e)
+/* libzip writes the archive through this source straight into the
+   temporary file of the atomic save: it names no file and makes no
+   temporary file of its own (which a kill would leave behind), and calls
+   no umask. */
+typedef struct fd_sink {
+    int fd;
+    zip_error_t err;
+} fd_sink;
+
+static zip_int64_t sink_fail(fd_sink *s, int code, int sys)
 {
-    int n = kiln_tensor_list_count(l), code = 0, rc = 0;
+    zip_error_set(&s->err, code, sys);
+    return -1;
+}
+
+static zip_int64_t sink_write(fd_sink *s, const char *p, zip_uint64_t n)
+{
+    for (zip_uint64_t done = 0; done < n;) {
+        ssize_t k = write(s->fd, p + done, (size_t)(n - done));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return sink_fail(s, ZIP_ER_WRITE, k < 0 ? errno : ENOSPC);
+        done += (zip_uint64_t)k;
+    }
+    return (zip_int64_t)n;
+}
+
+static zip_int64_t sink_seek(fd_sink *s, void *data, zip_uint64_t len)
+{
+    zip_source_args_seek_t *a =
+        ZIP_SOURCE_GET_ARGS(zip_source_args_seek_t, data, len, &s->err);
+    if (!a)
+        return -1;
+    if (lseek(s->fd, (off_t)a->offset, a->whence) < 0)
+        return sink_fail(s, ZIP_ER_SEEK, errno);
+    return 0;
+}
+
+static zip_int64_t sink_cb(void *ud, void *data, zip_uint64_t len,
+                           zip_source_cmd_t cmd)
+{
+    fd_sink *s = ud;
+    off_t at;
+    switch (cmd) {
+    case ZIP_SOURCE_SUPPORTS:
+        return zip_source_make_command_bitmap(
+            ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_SEEK,
+            ZIP_SOURCE_TELL, ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
+            ZIP_SOURCE_BEGIN_WRITE, ZIP_SOURCE_WRITE, ZIP_SOURCE_SEEK_WRITE,
+            ZIP_SOURCE_TELL_WRITE, ZIP_SOURCE_COMMIT_WRITE,
+            ZIP_SOURCE_ROLLBACK_WRITE, ZIP_SOURCE_REMOVE, -1);
+    case ZIP_SOURCE_STAT:
+        /* "no archive yet": libzip then starts a new one */
+        return sink_fail(s, ZIP_ER_READ, ENOENT);
+    case ZIP_SOURCE_ERROR:
+        return zip_error_to_data(&s->err, data, len);
+    case ZIP_SOURCE_BEGIN_WRITE:
+        if (ftruncate(s->fd, 0) != 0 || lseek(s->fd, 0, SEEK_SET) < 0)
+            return sink_fail(s, ZIP_ER_WRITE, errno);
+        return 0;
+    case ZIP_SOURCE_WRITE:
+        return sink_write(s, data, len);
+    case ZIP_SOURCE_SEEK_WRITE:
+        return sink_seek(s, data, len);
+    case ZIP_SOURCE_TELL_WRITE:
+        at = lseek(s->fd, 0, SEEK_CUR);
+        return at < 0 ? sink_fail(s, ZIP_ER_TELL, errno) : (zip_int64_t)at;
+    case ZIP_SOURCE_READ:
+    case ZIP_SOURCE_SEEK:
+    case ZIP_SOURCE_TELL:
+        /* never asked of a new archive */
+        return sink_fail(s, ZIP_ER_INTERNAL, 0);
+    default: /* open, close, commit, rollback, remove, free: the atomic
+                save owns the file */
+        return 0;
+    }
+}
+
+static int write_members(int fd, const kiln_tensor_list *l, int compress,
+                         io_err *e)
+{
+    int n = kiln_tensor_list_count(l), rc = 0;
     npz_pending p = {calloc((size_t)n, NPY_HEADER_MAX),
                      calloc((size_t)n, sizeof(void *)), n};
-    zip_t *za = p.headers && p.swapped
-                    ? zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &code)
-                    : NULL;
+    fd_sink sink = {fd, {0}};
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_error_init(&sink.err);
+    zip_source_t *src = p.headers && p.swapped
+                            ? zip_source_function_create(sink_cb, &sink, &ze)
+                            : NULL;
+    zip_t *za =
+        src ? zip_open_from_source(src, ZIP_CREATE | ZIP_TRUNCATE, &ze) : NULL;
     if (!za) {
-        zip_error_t ze;
-        zip_error_init_with_code(&ze, code);
+        zip_source_free(src);
         rc = io_fail(e, "cannot create zip archive: %s",
-                     zip_error_strerror(&ze));
-        zip_error_fini(&ze);
+                     p.headers && p.swapped ? zip_error_strerror(&ze)
+                                            : "out of memory");
     } else {
         for (int i = 0; i < n && !rc; i++)
             rc = add_member(za, kiln_tensor_list_name(l, i),
@@ -284,6 +368,8 @@ static int write_members(const char *tmp, const kiln_tensor_list *l,
         if (rc)
             zip_discard(za);
     }
+    zip_error_fini(&ze);
+    zip_error_fini(&sink.err);
     pending_free(&p);
     return rc;
 }
@@ -301,10 +387,7 @@ kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
     if (!rc && kiln_tensor_list_count(l) == 0) {
         rc = write_empty_zip(&a, &e);
     } else if (!rc) {
-        /* libzip replaces the file by name, so our descriptor is stale. */
-        close(a.fd);
-        a.fd = -1;
-        rc = write_members(a.tmp, l, compress, &e);
+        rc = write_members(a.fd, l, compress, &e);
     }
     if (!rc)
         rc = io_atomic_commit(&a, &e);

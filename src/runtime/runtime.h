@@ -53,6 +53,15 @@ void *kiln_session_next_holder(const kiln_session *s,
 kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
                               ...) KILN_PRINTF(3, 4);
 kiln_var *kiln_session_find(const kiln_session *s, const char *name);
+/* Room for extra more variables without reallocating; KILN_ERR_MEMORY
+   (nothing changed) when out of memory.  Sets no message. */
+kiln_status kiln_session_reserve(kiln_session *s, int extra);
+/* Fills v with a copy of name and zeroed, 64-byte aligned storage, not yet
+   in any session; KILN_ERR_MEMORY (v untouched) when out of memory. */
+kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
+                           kiln_shape shape, int trainable);
+/* Frees what kiln_var_alloc gave v. */
+void kiln_var_release(kiln_var *v);
 /* The session variable behind a variable node, created and initialised on
    first use; NULL with the session's error on a dtype or shape clash. */
 kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v);

@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -193,29 +194,55 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
     return KILN_ERR_ARG;
 }
 
-static kiln_var *add_var(kiln_session *s, const char *name, kiln_dtype dt,
-                         kiln_shape shape, int trainable)
+kiln_status kiln_session_reserve(kiln_session *s, int extra)
 {
-    if (s->n_vars == s->cap_vars) {
-        int cap = s->cap_vars ? 2 * s->cap_vars : 16;
-        kiln_var *vars = realloc(s->vars, (size_t)cap * sizeof *vars);
-        if (!vars)
-            return NULL;
-        s->vars = vars;
-        s->cap_vars = cap;
-    }
+    if (extra < 0 || s->n_vars > INT_MAX / 2 - extra)
+        return KILN_ERR_MEMORY;
+    if (s->n_vars + extra <= s->cap_vars)
+        return KILN_OK;
+    int cap = s->cap_vars ? s->cap_vars : 16;
+    while (cap < s->n_vars + extra)
+        cap *= 2;
+    kiln_var *vars = realloc(s->vars, (size_t)cap * sizeof *vars);
+    if (!vars)
+        return KILN_ERR_MEMORY;
+    s->vars = vars;
+    s->cap_vars = cap;
+    return KILN_OK;
+}
+
+kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
+                           kiln_shape shape, int trainable)
+{
     size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
     void *data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
     char *nm = strdup(name);
     if (!data || !nm) {
         free(data);
         free(nm);
-        return NULL;
+        return KILN_ERR_MEMORY;
     }
     memset(data, 0, bytes);
-    kiln_var *v = &s->vars[s->n_vars++];
     *v = (kiln_var){nm, dt, shape, data, trainable};
-    return v;
+    return KILN_OK;
+}
+
+void kiln_var_release(kiln_var *v)
+{
+    free(v->name);
+    free(v->data);
+    v->name = NULL;
+    v->data = NULL;
+}
+
+static kiln_var *add_var(kiln_session *s, const char *name, kiln_dtype dt,
+                         kiln_shape shape, int trainable)
+{
+    if (kiln_session_reserve(s, 1) != KILN_OK ||
+        kiln_var_alloc(&s->vars[s->n_vars], name, dt, shape, trainable) !=
+            KILN_OK)
+        return NULL;
+    return &s->vars[s->n_vars++];
 }
 
 kiln_status kiln_session_declare(kiln_session *s, const char *name,
@@ -251,8 +278,7 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
         if (kiln_init_fill(init, shape, v->data, &s->rng) != KILN_OK) {
             /* no half-made variable: a later declare must not find it */
             s->n_vars--;
-            free(v->name);
-            free(v->data);
+            kiln_var_release(v);
             return kiln_session_fail(s, KILN_ERR_ARG, "variable '%s': %s", name,
                                      kiln_last_error());
         }

@@ -1,5 +1,6 @@
 /* Session checkpoints: every variable plus the initialiser RNG, written
    atomically through the file formats, validated before anything loads. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/tensor.h"
@@ -71,6 +72,61 @@ static kiln_status validate(kiln_session *s, const kiln_tensor_list *l,
     return KILN_OK;
 }
 
+/* The file's variables that the session lacks, allocated but not yet in
+   the session: a load commits only when every one of them exists. */
+typedef struct staged_vars {
+    kiln_var *v;
+    int n;
+} staged_vars;
+
+static void staged_free(staged_vars *st)
+{
+    for (int i = 0; i < st->n; i++)
+        kiln_var_release(&st->v[i]);
+    free(st->v);
+}
+
+static kiln_status stage_new(kiln_session *s, const kiln_tensor_list *l,
+                             staged_vars *st)
+{
+    int n = kiln_tensor_list_count(l);
+    st->n = 0;
+    st->v = calloc((size_t)n + 1, sizeof *st->v);
+    if (!st->v || kiln_session_reserve(s, n) != KILN_OK)
+        return KILN_ERR_MEMORY;
+    for (int i = 0; i < n; i++) {
+        const char *name = kiln_tensor_list_name(l, i);
+        kiln_tensor *t = kiln_tensor_list_get(l, i);
+        if (strcmp(name, RNG_KEY) == 0 || kiln_session_find(s, name))
+            continue;
+        if (kiln_var_alloc(&st->v[st->n], name, t->dtype, t->shape,
+                           t->dtype == KILN_F32) != KILN_OK)
+            return KILN_ERR_MEMORY;
+        memcpy(st->v[st->n++].data, t->data, kiln_tensor_bytes(t));
+    }
+    return KILN_OK;
+}
+
+/* Cannot fail: every check and allocation happened before. */
+static void commit(kiln_session *s, const kiln_tensor_list *l, staged_vars *st)
+{
+    for (int i = 0; i < kiln_tensor_list_count(l); i++) {
+        const char *name = kiln_tensor_list_name(l, i);
+        kiln_tensor *t = kiln_tensor_list_get(l, i);
+        kiln_var *v = kiln_session_find(s, name);
+        if (strcmp(name, RNG_KEY) == 0) {
+            const uint32_t *r = t->data;
+            s->rng.state = (uint64_t)r[0] | (uint64_t)r[1] << 32;
+            s->rng.inc = (uint64_t)r[2] | (uint64_t)r[3] << 32;
+        } else if (v) {
+            memcpy(v->data, t->data, kiln_tensor_bytes(t));
+        }
+    }
+    memcpy(s->vars + s->n_vars, st->v, (size_t)st->n * sizeof *st->v);
+    s->n_vars += st->n;
+    st->n = 0;
+}
+
 kiln_status kiln_session_load(kiln_session *s, const char *path)
 {
     if (!s)
@@ -82,26 +138,14 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     if (!l)
         return kiln_session_fail(s, KILN_ERR_IO, "kiln_session_load: %s",
                                  kiln_last_error());
-    kiln_status st = validate(s, l, path);
-    /* create unknown variables first, so a failure cannot leave a half-load */
-    for (int i = 0; st == KILN_OK && i < kiln_tensor_list_count(l); i++) {
-        const char *name = kiln_tensor_list_name(l, i);
-        kiln_tensor *t = kiln_tensor_list_get(l, i);
-        if (strcmp(name, RNG_KEY) != 0 && !kiln_session_find(s, name))
-            st = kiln_session_declare(s, name, t->dtype, t->shape,
-                                      kiln_init_zeros(), t->dtype == KILN_F32);
-    }
-    for (int i = 0; st == KILN_OK && i < kiln_tensor_list_count(l); i++) {
-        const char *name = kiln_tensor_list_name(l, i);
-        kiln_tensor *t = kiln_tensor_list_get(l, i);
-        if (strcmp(name, RNG_KEY) == 0) {
-            const uint32_t *r = t->data;
-            s->rng.state = (uint64_t)r[0] | (uint64_t)r[1] << 32;
-            s->rng.inc = (uint64_t)r[2] | (uint64_t)r[3] << 32;
-            continue;
-        }
-        memcpy(kiln_session_find(s, name)->data, t->data, kiln_tensor_bytes(t));
-    }
+    staged_vars st = {NULL, 0};
+    kiln_status rc = validate(s, l, path);
+    if (rc == KILN_OK && stage_new(s, l, &st) != KILN_OK)
+        rc = kiln_session_fail(s, KILN_ERR_MEMORY,
+                               "kiln_session_load: %s: out of memory", path);
+    if (rc == KILN_OK)
+        commit(s, l, &st);
+    staged_free(&st);
     kiln_tensor_list_free(l);
-    return st;
+    return rc;
 }

@@ -7,21 +7,173 @@
 #include "base/error.h"
 #include "base/tensor.h"
 
-static kiln_tensor *read_idx_any(const char *dir, const char *stem,
-                                 kiln_dtype as)
+void kiln_dataset_free(kiln_dataset *d)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, stem);
-    if (access(path, R_OK) != 0) {
-        snprintf(path, sizeof path, "%s/%s.gz", dir, stem);
-        if (access(path, R_OK) != 0) {
-            kiln_set_last_error("MNIST: %s/%s not found (plain or .gz); run "
-                                "scripts/setup",
-                                dir, stem);
-            return NULL;
-        }
+    if (!d)
+        return;
+    kiln_tensor_free(d->images);
+    kiln_tensor_free(d->labels);
+    free(d->images_path);
+    free(d->labels_path);
+    memset(d, 0, sizeof *d);
+}
+
+static char *copy_str(const char *s)
+{
+    char *c = malloc(strlen(s) + 1);
+    return c ? strcpy(c, s) : NULL;
+}
+
+/* Every check a consumer would otherwise repeat: matching counts, at
+   least one example, images of one positive size, labels in range. */
+static kiln_status check_dataset(const kiln_dataset *d)
+{
+    kiln_shape xs = d->images->shape, ys = d->labels->shape;
+    if (xs.ndim != 2 && xs.ndim != 3) {
+        kiln_set_last_error("%s: %d dimensions, but images are [count, rows, "
+                            "cols] (or [count, features])",
+                            d->images_path, xs.ndim);
+        return KILN_ERR_IO;
     }
-    return kiln_idx_read(path, as);
+    if (ys.ndim != 1) {
+        kiln_set_last_error("%s: %d dimensions, but labels are [count]",
+                            d->labels_path, ys.ndim);
+        return KILN_ERR_IO;
+    }
+    if (xs.d[0] != ys.d[0]) {
+        kiln_set_last_error("%s and %s: %lld images but %lld labels",
+                            d->images_path, d->labels_path, (long long)xs.d[0],
+                            (long long)ys.d[0]);
+        return KILN_ERR_IO;
+    }
+    if (xs.d[0] == 0) {
+        kiln_set_last_error("%s: no images: a data set needs at least one",
+                            d->images_path);
+        return KILN_ERR_IO;
+    }
+    if (xs.d[1] == 0 || (xs.ndim == 3 && xs.d[2] == 0)) {
+        kiln_set_last_error("%s: images of size zero", d->images_path);
+        return KILN_ERR_IO;
+    }
+    const int32_t *y = d->labels->data;
+    for (int64_t i = 0; i < ys.d[0]; i++)
+        if (y[i] < 0 || y[i] >= d->classes) {
+            kiln_set_last_error("%s: label %d at index %lld is outside [0, %d)",
+                                d->labels_path, (int)y[i], (long long)i,
+                                d->classes);
+            return KILN_ERR_IO;
+        }
+    return KILN_OK;
+}
+
+kiln_status kiln_dataset_load(kiln_dataset *d, const char *images_path,
+                              const char *labels_path, int classes, float scale)
+{
+    if (!d)
+        return KILN_ERR_ARG;
+    memset(d, 0, sizeof *d);
+    if (!images_path || !labels_path || classes < 1) {
+        kiln_set_last_error("kiln_dataset_load: %s",
+                            classes < 1 ? "classes must be at least 1"
+                                        : "NULL path");
+        return KILN_ERR_ARG;
+    }
+    d->classes = classes;
+    d->images_path = copy_str(images_path);
+    d->labels_path = copy_str(labels_path);
+    if (!d->images_path || !d->labels_path) {
+        kiln_dataset_free(d);
+        kiln_set_last_error("kiln_dataset_load: out of memory");
+        return KILN_ERR_MEMORY;
+    }
+    d->images = kiln_idx_read(images_path, KILN_F32);
+    d->labels = d->images ? kiln_idx_read(labels_path, KILN_I32) : NULL;
+    kiln_status st = d->labels ? check_dataset(d) : KILN_ERR_IO;
+    if (st != KILN_OK) {
+        kiln_dataset_free(d);
+        return st;
+    }
+    kiln_shape xs = d->images->shape;
+    d->count = xs.d[0];
+    d->rows = xs.ndim == 3 ? xs.d[1] : 1;
+    d->cols = xs.ndim == 3 ? xs.d[2] : xs.d[1];
+    d->images->shape = KILN_SHAPE(d->count, d->rows * d->cols);
+    float *p = d->images->data;
+    for (int64_t i = 0; i < d->count * d->rows * d->cols; i++)
+        p[i] *= scale;
+    return KILN_OK;
+}
+
+kiln_status kiln_dataset_match(const kiln_dataset *train,
+                               const kiln_dataset *test)
+{
+    if (!train || !test || !train->images || !test->images) {
+        kiln_set_last_error("kiln_dataset_match: NULL or unloaded data set");
+        return KILN_ERR_ARG;
+    }
+    if (train->rows != test->rows || train->cols != test->cols) {
+        kiln_set_last_error(
+            "%s has %lldx%lld images but the training set %s has %lldx%lld",
+            test->images_path, (long long)test->rows, (long long)test->cols,
+            train->images_path, (long long)train->rows, (long long)train->cols);
+        return KILN_ERR_SHAPE;
+    }
+    if (train->classes != test->classes) {
+        kiln_set_last_error("%s has %d classes but the training set %s has %d",
+                            test->labels_path, test->classes,
+                            train->labels_path, train->classes);
+        return KILN_ERR_SHAPE;
+    }
+    return KILN_OK;
+}
+
+/* dir/stem, or dir/stem.gz when only that exists. */
+static char *idx_path(const char *dir, const char *stem)
+{
+    size_t n = strlen(dir) + strlen(stem) + 5;
+    char *p = malloc(n);
+    if (!p)
+        return NULL;
+    snprintf(p, n, "%s/%s", dir, stem);
+    if (access(p, R_OK) != 0) {
+        snprintf(p, n, "%s/%s.gz", dir, stem);
+        if (access(p, R_OK) != 0)
+            snprintf(p, n, "%s/%s", dir, stem);
+    }
+    return p;
+}
+
+kiln_status kiln_mnist_dataset(kiln_dataset *d, const char *dir, int train,
+                               float scale)
+{
+    if (!d)
+        return KILN_ERR_ARG;
+    memset(d, 0, sizeof *d);
+    if (!dir) {
+        kiln_set_last_error("kiln_mnist_dataset: NULL directory");
+        return KILN_ERR_ARG;
+    }
+    const char *pre = train ? "train" : "t10k";
+    char stem[64];
+    snprintf(stem, sizeof stem, "%s-images-idx3-ubyte", pre);
+    char *images = idx_path(dir, stem);
+    snprintf(stem, sizeof stem, "%s-labels-idx1-ubyte", pre);
+    char *labels = idx_path(dir, stem);
+    kiln_status st;
+    if (!images || !labels) {
+        kiln_set_last_error("kiln_mnist_dataset: out of memory");
+        st = KILN_ERR_MEMORY;
+    } else if (access(images, R_OK) != 0 || access(labels, R_OK) != 0) {
+        kiln_set_last_error("MNIST: %s not found (plain or .gz); run "
+                            "scripts/setup",
+                            access(images, R_OK) != 0 ? images : labels);
+        st = KILN_ERR_IO;
+    } else {
+        st = kiln_dataset_load(d, images, labels, 10, scale);
+    }
+    free(images);
+    free(labels);
+    return st;
 }
 
 kiln_status kiln_mnist_load(const char *dir, int train, float scale,
@@ -32,32 +184,14 @@ kiln_status kiln_mnist_load(const char *dir, int train, float scale,
         return KILN_ERR_ARG;
     }
     *images = *labels = NULL;
-    const char *pre = train ? "train" : "t10k";
-    char stem[64];
-    snprintf(stem, sizeof stem, "%s-images-idx3-ubyte", pre);
-    kiln_tensor *x = read_idx_any(dir, stem, KILN_F32);
-    if (!x)
-        return KILN_ERR_IO;
-    snprintf(stem, sizeof stem, "%s-labels-idx1-ubyte", pre);
-    kiln_tensor *y = read_idx_any(dir, stem, KILN_I32);
-    if (!y) {
-        kiln_tensor_free(x);
-        return KILN_ERR_IO;
-    }
-    if (x->shape.ndim != 3 || y->shape.ndim != 1 ||
-        x->shape.d[0] != y->shape.d[0]) {
-        kiln_set_last_error("MNIST %s: %lld images but %lld labels", pre,
-                            (long long)x->shape.d[0], (long long)y->shape.d[0]);
-        kiln_tensor_free(x);
-        kiln_tensor_free(y);
-        return KILN_ERR_IO;
-    }
-    x->shape = KILN_SHAPE(x->shape.d[0], x->shape.d[1] * x->shape.d[2]);
-    float *p = x->data;
-    for (int64_t i = 0; i < kiln_shape_numel(x->shape); i++)
-        p[i] *= scale;
-    *images = x;
-    *labels = y;
+    kiln_dataset d;
+    kiln_status st = kiln_mnist_dataset(&d, dir, train, scale);
+    if (st != KILN_OK)
+        return st;
+    *images = d.images;
+    *labels = d.labels;
+    d.images = d.labels = NULL;
+    kiln_dataset_free(&d);
     return KILN_OK;
 }
 
