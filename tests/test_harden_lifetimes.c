@@ -180,6 +180,42 @@ static void test_graph_other_session_refused(void **state)
     kiln_graph_free(g);
 }
 
+/* A variable frozen in s1 is not frozen for s2 by running the graph with
+   s1 first: s2 keeps training its own. */
+static void test_freeze_stays_in_its_session(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    linear m = build_linear(g);
+    kiln_session *s1 = kiln_session_new(NULL);
+    kiln_session *s2 = kiln_session_new(NULL);
+    assert_int_equal(kiln_session_declare(s1, "W", KILN_F32, KILN_SHAPE(3),
+                                          kiln_init_values(W0), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_session_set_trainable(s1, "W", 0), KILN_OK);
+    feed3(s1, m.x, X0);
+    sgd_step(s1, g, &m, 4.5f);
+    float w[3], want[3], loss;
+    read3(s1, "W", w);
+    th_assert_close_f("frozen W of s1", w, W0, 3, 0, 0);
+    sgd_step(s2, g, &m, 4.5f);
+    read3(s2, "W", w);
+    after_steps(1, want, &loss);
+    th_assert_close_f("W of s2", w, want, 3, 0, 1e-6);
+    kiln_param_info info;
+    assert_int_equal(kiln_session_variable_info(
+                         s2, kiln_session_find_variable(s2, "W"), &info),
+                     KILN_OK);
+    assert_int_equal(info.trainable, 1);
+    /* and back to s1: still frozen there */
+    sgd_step(s1, g, &m, 4.5f);
+    read3(s1, "W", w);
+    th_assert_close_f("frozen W of s1 again", w, W0, 3, 0, 0);
+    kiln_graph_free(g);
+    kiln_session_free(s1);
+    kiln_session_free(s2);
+}
+
 /* Freeing the graph first, then the session, and the reverse. */
 static void test_graph_and_session_any_free_order(void **state)
 {
@@ -644,6 +680,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_graph_second_session_after_free),
         cmocka_unit_test(test_graph_two_live_sessions),
         cmocka_unit_test(test_graph_other_session_refused),
+        cmocka_unit_test(test_freeze_stays_in_its_session),
         cmocka_unit_test(test_graph_and_session_any_free_order),
         cmocka_unit_test(test_checkpointing_off_after_checkpointed_backward),
         cmocka_unit_test(test_computation_after_session_free),

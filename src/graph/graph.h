@@ -68,7 +68,8 @@ struct kiln_node {
     kiln_node *grad; /* adjoint node after kiln_backward */
     const char *debug_msg;
     int debug;
-    int checkpoint; /* kiln_checkpoint: value kept when checkpointing */
+    int checkpoint;        /* kiln_checkpoint: value kept when checkpointing */
+    int frozen_by_session; /* at.trainable cleared by a session's freeze */
 };
 
 struct kiln_graph {

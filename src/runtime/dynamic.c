@@ -32,10 +32,16 @@ static void invalidate_from(kiln_graph *g, int from)
         g->n_computed = from;
 }
 
-/* Forgets every value computed with the graph's session. */
+/* Forgets every value computed with the graph's session, and the freezes
+   it applied to variable nodes (another session may train them). */
 static void drop_run_state(kiln_graph *g)
 {
     invalidate_from(g, 0);
+    for (int i = 0; i < g->n_vars; i++)
+        if (g->vars[i]->frozen_by_session) {
+            g->vars[i]->frozen_by_session = 0;
+            g->vars[i]->at.trainable = 1;
+        }
     g->backward_loss = NULL;
     g->ckpt_released = 0;
 }
@@ -233,8 +239,10 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
     switch (n->op) {
     case KILN_OP_VARIABLE: {
         kiln_var *old = kiln_session_find(s, n->name);
-        if (old && !old->trainable) /* frozen in the session */
+        if (old && !old->trainable && n->at.trainable) { /* frozen in s */
             n->at.trainable = 0;
+            n->frozen_by_session = 1;
+        }
         kiln_var *v = kiln_session_bind(s, n);
         if (!v)
             return KILN_ERR_SHAPE;
