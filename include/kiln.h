@@ -9,6 +9,20 @@
  * return a kiln_status; the message is on the object they were given
  * (kiln_graph_error, kiln_session_error) or, for functions with neither,
  * in kiln_last_error().
+ *
+ * Threads: a graph, a session and what belongs to them (its functions,
+ * optimisers, programs, computations) are used by one thread at a time.
+ * Separate sessions on separate graphs may run in separate threads at once:
+ * each gives bitwise the values it gives run alone, since every run splits
+ * its work by its own session's thread count, never by timing.  The
+ * process-wide setters kiln_set_num_threads and kiln_set_flush_denormals
+ * are safe to call at any time and only give the defaults of sessions made
+ * afterwards.  The log level and callback (kiln_set_log_level,
+ * kiln_set_log_callback) are the only other global state: set them before
+ * starting threads; the callback is called on the thread that logs, so it
+ * must be thread-safe when sessions run in several threads.
+ * kiln_last_error() is per thread.  OpenBLAS is set to one thread: Kiln
+ * threads its matrix products itself.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -19,6 +33,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with hidden symbols: what this header declares is
+   all that libkiln.so exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 /* ---------------------------------------------------------------- basics */
@@ -381,11 +401,17 @@ kiln_node *kiln_backprop_node(kiln_graph *g, kiln_node *y, kiln_node *delta,
 
 typedef struct kiln_session_options {
     uint64_t seed; /* initialiser RNG seed (default 42 when options NULL) */
-    int threads;   /* 0 = number of cores */
+    int threads;   /* kernel threads of the session's runs, the caller
+                      included; 0 = the process default (kiln_set_num_threads,
+                      else one per core); above 256 means 256 */
 } kiln_session_options;
 
-/* New session; NULL options gives defaults.  NULL only when out of memory. */
+/* New session; NULL options gives defaults.  It keeps the thread count and
+   denormal mode it was made with.  NULL (kiln_last_error) when out of
+   memory or threads is negative. */
 kiln_session *kiln_session_new(const kiln_session_options *opt);
+/* Threads the session's runs split kernels over (0 for NULL). */
+int kiln_session_threads(const kiln_session *s);
 /* Frees the session, its variables and its functions.  Graphs run with it
    drop their values (kiln_node_value_f32 gives NULL); computations,
    programs and optimisers on it then fail with KILN_ERR_STATE, so each may
@@ -396,12 +422,15 @@ const char *kiln_session_error(const kiln_session *s);
 /* The session's initialiser RNG (so a checkpoint can save and restore it). */
 kiln_rng *kiln_session_rng(kiln_session *s);
 
-/* Sets the threads used by kernels and BLAS (n <= 0: one per core), so the
-   two pools never oversubscribe the cores.  Returns the count in use. */
+/* Sets the default thread count of sessions made from now on (n <= 0: one
+   per core; at most 256); running and existing sessions keep theirs.
+   Matrix products run on Kiln's threads (OpenBLAS is set to one thread).
+   Returns the new default. */
 int kiln_set_num_threads(int n);
-/* Flushes denormal results and inputs to zero while kernels run (1, the
-   default: they are rounding noise in training and cost 100x in time) or
-   keeps IEEE behaviour (0); -1 only reads.  Returns the setting in force. */
+/* Sets whether sessions made from now on flush denormal results and inputs
+   to zero while kernels run (1, the default: they are rounding noise in
+   training and cost 100x in time) or keep IEEE behaviour (0); -1 only
+   reads.  Returns the default in force. */
 int kiln_set_flush_denormals(int on);
 
 /* Number of variables and the i-th one's description. */
@@ -674,8 +703,8 @@ int64_t kiln_optimizer_step_count(const kiln_optimizer *o);
 /* Logging.  Lines look like Marian's:
      [2026-11-21 15:10:51] [memory] Reserving 256 MB, device cpu0
    Warnings and errors carry "[warn] " / "[error] " after the time.  The
-   level and the callback are the library's only global state; set them
-   before starting threads. */
+   level and the callback are process-wide; set them before starting
+   threads (see the thread notes at the top of this header). */
 typedef enum kiln_log_level {
     KILN_LOG_DEBUG,
     KILN_LOG_INFO, /* the default */
@@ -1279,6 +1308,10 @@ kiln_status kiln_file_write(const char *path, const kiln_tensor_list *l);
    is writable and path is not a directory.  KILN_ERR_IO (kiln_last_error)
    otherwise, KILN_ERR_ARG for NULL.  Lets a program fail before long work. */
 kiln_status kiln_file_check_writable(const char *path);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

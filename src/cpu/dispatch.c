@@ -1,5 +1,6 @@
-/* Kernel dispatch: fast or reference table, denormal flushing, and the
-   broadcast plan shared by the fast kernels. */
+/* Kernel dispatch: fast or reference table, the run's execution context
+   and denormal flushing, and the broadcast plan shared by the fast
+   kernels. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,6 @@
 
 /* -1 until first read from KILN_REFERENCE. */
 static atomic_int use_reference = -1;
-/* Flush denormals to zero in kernels (FTZ and DAZ); on by default. */
-static atomic_int flush_denormals = 1;
 
 int kiln_cpu_use_reference(int on)
 {
@@ -32,21 +31,13 @@ int kiln_cpu_use_reference(int on)
     return v;
 }
 
-int kiln_set_flush_denormals(int on)
-{
-    if (on >= 0)
-        atomic_store(&flush_denormals, on ? 1 : 0);
-    return atomic_load(&flush_denormals);
-}
-
 #ifdef KILN_HAVE_MXCSR
 enum { MXCSR_FTZ_DAZ = 0x8040 };
 
-unsigned kiln_fpu_enter(void)
+unsigned kiln_fpu_enter(int flush)
 {
     unsigned saved = _mm_getcsr();
-    if (atomic_load_explicit(&flush_denormals, memory_order_relaxed) &&
-        (saved & MXCSR_FTZ_DAZ) != MXCSR_FTZ_DAZ)
+    if (flush && (saved & MXCSR_FTZ_DAZ) != MXCSR_FTZ_DAZ)
         _mm_setcsr(saved | MXCSR_FTZ_DAZ);
     return saved;
 }
@@ -57,8 +48,9 @@ void kiln_fpu_leave(unsigned saved)
         _mm_setcsr(saved);
 }
 #else
-unsigned kiln_fpu_enter(void)
+unsigned kiln_fpu_enter(int flush)
 {
+    (void)flush;
     return 0;
 }
 
@@ -68,7 +60,8 @@ void kiln_fpu_leave(unsigned saved)
 }
 #endif
 
-void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
+void kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
+                         void *out, void *const *in)
 {
     kiln_kernel_fn k =
         kiln_cpu_use_reference(-1) ? NULL : kiln_fast_kernels[n->op];
@@ -76,7 +69,13 @@ void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
         k = kiln_ref_kernels[n->op];
     if (!k)
         return;
-    unsigned saved = kiln_fpu_enter();
+    kiln_exec_ctx defaults;
+    if (!ctx) {
+        defaults = kiln_exec_defaults();
+        ctx = &defaults;
+    }
+    const kiln_exec_ctx *prev = kiln_exec_enter(ctx);
+    unsigned saved = kiln_fpu_enter(ctx->flush_denormals);
     if (kiln_profile_enabled()) {
         double t0 = kiln_profile_now();
         k(n, out, in);
@@ -85,6 +84,12 @@ void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
         k(n, out, in);
     }
     kiln_fpu_leave(saved);
+    kiln_exec_leave(prev);
+}
+
+void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
+{
+    kiln_cpu_run_kernel(NULL, n, out, in);
 }
 
 /* ------------------------------------------------------------ broadcast plan

@@ -21,14 +21,25 @@
 /* Below this many elements of work a kernel runs on the calling thread:
    waking the pool costs more than it saves. */
 #define KILN_PAR_MIN 65536
+/* A matrix product with M*N*K above this is split over the pool (gemm.c);
+   OpenBLAS itself stays on one thread up to the same size. */
+#define KILN_GEMM_SPLIT_MIN (4 * 65536)
 
-/* Calls fn(ctx, lo, hi) over a split of [0, n): on the pool (pool.c) when
-   n * cost_per_item >= KILN_PAR_MIN and more than one thread is set, else
-   once on the calling thread.  Pool threads flush denormals like the
-   caller.  fn must not call kiln_par_for. */
+/* Calls fn(ctx, lo, hi) over a split of [0, n) into T contiguous shares,
+   T the running kernel's thread count (at most n), when n * cost_per_item
+   >= KILN_PAR_MIN; else once over [0, n).  The shares depend on T alone:
+   they run on the pool (pool.c), or one after another on the calling
+   thread when the pool is busy with another session's kernel or fn itself
+   calls kiln_par_for, so results never depend on timing.  Pool threads
+   run under the caller's execution context (threads, denormals). */
 typedef void (*kiln_range_fn)(void *ctx, int64_t lo, int64_t hi);
 void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn,
                   void *ctx);
+/* Shares the last kiln_par_for on this thread split its work into since
+   the last kernel started on it (1 when none split): lets tests see the
+   thread count a run used.  Recorded by kiln_par_for. */
+int kiln_par_last_shares(void);
+void kiln_par_record_shares(int shares);
 
 /* Merges s's axes, size-1 axes dropped, into [outer kept, red reduced,
    inner kept]; 0 when the reduced axes are not one contiguous run. */
@@ -38,15 +49,22 @@ int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
 /* The largest of n floats, NaN when any is NaN (vectorised). */
 float kiln_row_max(const float *x, int64_t n);
 
-/* Threads the kernels use, the caller included. */
+/* The execution context of the kernel running on this thread (set by
+   kiln_cpu_run_kernel, and on pool threads for their share): enter makes
+   ctx current and returns the previous one to give back to leave.  NULL
+   when no kernel runs (then the process defaults apply). */
+const kiln_exec_ctx *kiln_exec_enter(const kiln_exec_ctx *ctx);
+void kiln_exec_leave(const kiln_exec_ctx *prev);
+const kiln_exec_ctx *kiln_exec_current(void);
+
+/* Threads the running kernel uses, the caller included: its context's, or
+   the process default outside a run. */
 int kiln_cpu_threads(void);
-/* Sets that count (kiln_set_num_threads); returns it. */
-int kiln_pool_resize(int n);
 
 /* Denormal handling of the calling thread: kiln_fpu_enter switches flushing
-   on (when the option is on) and returns the previous state to give back to
+   on (when flush is set) and returns the previous state to give back to
    kiln_fpu_leave. */
-unsigned kiln_fpu_enter(void);
+unsigned kiln_fpu_enter(int flush);
 void kiln_fpu_leave(unsigned saved);
 
 /* An elementwise op's operands seen through broadcasting, with adjacent

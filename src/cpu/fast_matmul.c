@@ -1,16 +1,11 @@
 /* Fast matmul: one GEMM call per product with transposes passed as flags.
    A batch against a shared right operand folds into one taller GEMM; other
-   batches of small products are spread over the pool, since BLAS runs such
-   small products on one thread anyway.  The accumulating product of the
+   batches of products too small to be split themselves (gemm.c) are spread
+   over the pool, a product per work item.  The accumulating product of the
    gemm_acc pass is one GEMM with beta = 1. */
 #include <string.h>
 
 #include "cpu/fast.h"
-
-/* OpenBLAS runs a product on one thread up to this M*N*K (its
-   GEMM_MULTITHREAD_THRESHOLD of 4 times 65536), so a pool thread may call
-   it without nesting BLAS threads inside the pool. */
-#define SMALL_GEMM (4 * 65536)
 
 typedef struct mm_job {
     int ta, tb;
@@ -75,7 +70,7 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
     for (int d = 0; d < bo.ndim; d++)
         j.bdim[d] = bo.d[d];
     double mnk = (double)j.m * (double)j.n * (double)j.k;
-    if (mnk <= SMALL_GEMM)
+    if (mnk <= KILN_GEMM_SPLIT_MIN)
         kiln_par_for(batches, j.m * j.n * (j.k > 0 ? j.k : 1), mm_range, &j);
     else
         mm_range(&j, 0, batches);

@@ -53,7 +53,7 @@ KILN_CLONES static float sum_row(const float *x, int64_t n)
 }
 
 /* The largest of n floats; NaN when any is NaN (like the reference). */
-KILN_CLONES float kiln_row_max(const float *x, int64_t n)
+KILN_CLONES static float row_max(const float *x, int64_t n)
 {
     float m = -INFINITY;
     int nan = 0;
@@ -66,6 +66,14 @@ KILN_CLONES float kiln_row_max(const float *x, int64_t n)
         nan |= v != v;
     }
     return nan ? NAN : m;
+}
+
+/* Not cloned itself: GCC exports the resolver of a non-static
+   target_clones function from the shared library whatever its
+   visibility. */
+float kiln_row_max(const float *x, int64_t n)
+{
+    return row_max(x, n);
 }
 
 /* o[0..w) = sum or max over r of x[r * stride + 0..w) */

@@ -117,7 +117,8 @@ static inline float sigmoidf(float x)
 
 /* Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time, so
    the arithmetic loops below vectorise on any processor. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) &&         \
+    !defined(KILN_NO_CLONES)
 #define FUSED_CLONES                                                           \
     __attribute__((                                                            \
         target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -1,7 +1,11 @@
-/* Matrix products for every kernel: OpenBLAS with transposes passed as
-   flags, matrix-vector products through GEMV, and the thread policy for thin
-   products (one dimension <= THIN_GEMM) that OpenBLAS splits badly; a
-   blocked portable loop when built without BLAS. */
+/* Matrix products for every kernel.  Each BLAS call runs on one thread:
+   OpenBLAS's thread count is process-wide, so changing it around one
+   product changed the products of another session running at the same
+   time.  Products large enough are split instead over Kiln's pool into
+   blocks of rows or columns of out, each an independent one-thread call,
+   the blocks fixed by the running session's thread count; matrix-vector
+   products go through GEMV, split the same way.  Transposes are passed as
+   flags.  Without BLAS, a blocked portable loop takes the blocks. */
 #include <string.h>
 
 #include "cpu/fast.h"
@@ -9,32 +13,75 @@
 
 #ifdef KILN_HAVE_BLAS
 #include <cblas.h>
+#include <pthread.h>
 #endif
 
-#ifdef KILN_HAVE_BLAS
-/* Products with a dimension at most this run on one BLAS thread. */
-enum { THIN_GEMM = 32 };
+enum {
+    BLOCK_ROWS = 16, /* rows of out per work item of a split product */
+    BLOCK_COLS = 64, /* columns (or GEMV outputs) per work item */
+};
 
-static int64_t min3(int64_t a, int64_t b, int64_t c)
+#ifdef KILN_HAVE_BLAS
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_one_thread(void)
 {
-    int64_t m = a < b ? a : b;
-    return m < c ? m : c;
+    openblas_set_num_threads(1);
+}
+
+/* out[o0..o1) of y = alpha op(M) x + beta y, M [rows, cols] row-major: the
+   outputs are M's rows, or its columns when trans. */
+typedef struct gemv_job {
+    int trans;
+    int64_t rows, cols;
+    float alpha, beta;
+    const float *mat, *x;
+    float *y;
+} gemv_job;
+
+static void gemv_block(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemv_job *j = ctx;
+    int64_t outs = j->trans ? j->cols : j->rows;
+    int64_t o0 = lo * BLOCK_COLS,
+            o1 = hi * BLOCK_COLS < outs ? hi * BLOCK_COLS : outs;
+    if (j->trans)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)j->rows, (int)(o1 - o0),
+                    j->alpha, j->mat + o0, (int)j->cols, j->x, 1, j->beta,
+                    j->y + o0, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(o1 - o0), (int)j->cols,
+                    j->alpha, j->mat + o0 * j->cols, (int)j->cols, j->x, 1,
+                    j->beta, j->y + o0, 1);
 }
 
 /* A product with one row or one column is a matrix-vector product: the
-   vector operand is contiguous whatever its transpose flag. */
-static void blas_gemv(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                      float alpha, const float *a, const float *b, float beta,
-                      float *out)
+   vector operand is contiguous whatever its transpose flag.  Large ones
+   are bound by reading the matrix: their outputs are split over the pool. */
+static void gemv(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, const float *b, float beta, float *out)
 {
-    if (m == 1) /* out[n] = op(B)^T a: B is [k,n], or [n,k] when tb */
-        cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans,
-                    tb ? (int)n : (int)k, tb ? (int)k : (int)n, alpha, b,
-                    tb ? (int)k : (int)n, a, 1, beta, out, 1);
-    else /* out[m] = op(A) b: A is [m,k], or [k,m] when ta */
-        cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                    ta ? (int)k : (int)m, ta ? (int)m : (int)k, alpha, a,
-                    ta ? (int)m : (int)k, b, 1, beta, out, 1);
+    gemv_job j = {0, 0, 0, alpha, beta, NULL, NULL, out};
+    if (m == 1) { /* out[n] = op(B)^T a: B is [k,n], or [n,k] when tb */
+        j.trans = !tb;
+        j.rows = tb ? n : k;
+        j.cols = tb ? k : n;
+        j.mat = b;
+        j.x = a;
+    } else { /* out[m] = op(A) b: A is [m,k], or [k,m] when ta */
+        j.trans = ta;
+        j.rows = ta ? k : m;
+        j.cols = ta ? m : k;
+        j.mat = a;
+        j.x = b;
+    }
+    int64_t outs = j.trans ? j.cols : j.rows;
+    int64_t blocks = (outs + BLOCK_COLS - 1) / BLOCK_COLS;
+    if (blocks >= 2 && j.rows * j.cols >= (1 << 17))
+        kiln_par_for(blocks, BLOCK_COLS * (j.trans ? j.rows : j.cols),
+                     gemv_block, &j);
+    else
+        gemv_block(&j, 0, blocks);
 }
 
 /* out[j] += alpha sum_p x[p] rows[p][j], j < w, for k rows of w floats (a
@@ -59,92 +106,97 @@ static void acc_rows(int64_t w, int64_t k, float alpha, const float *rows,
             out[j0 + j] += alpha * acc[j];
     }
 }
+#endif
 
-/* A row vector times a large [k, n] matrix is bound by reading the matrix,
-   and OpenBLAS runs it on one core: split its columns over the pool, each
-   part an independent one-thread GEMV over a column slice.  Returns 0 when
-   the product is too small to gain (then the caller does it whole). */
-typedef struct gemv_job {
-    int64_t n, k;
-    float alpha;
-    const float *a, *b;
-    float *out;
-} gemv_job;
-
-enum { GEMV_COLS = 64 }; /* columns per work item */
-
-static void gemv_range(void *ctx, int64_t lo, int64_t hi)
+/* out = alpha op(a) op(b) + beta out on the calling thread, with leading
+   dimensions (so that a block of a larger product can be passed). */
+static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *out, int64_t ldo)
 {
-    const gemv_job *j = ctx;
-    int64_t c0 = lo * GEMV_COLS,
-            c1 = hi * GEMV_COLS < j->n ? hi * GEMV_COLS : j->n;
-    cblas_sgemv(CblasRowMajor, CblasTrans, (int)j->k, (int)(c1 - c0), j->alpha,
-                j->b + c0, (int)j->n, j->a, 1, 0.0f, j->out + c0, 1);
+#ifdef KILN_HAVE_BLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
+                a, (int)lda, b, (int)ldb, beta, out, (int)ldo);
+#else
+    /* a row at a time, a block of columns summed in float in k order */
+    enum { COLS = 256 };
+    float acc[COLS];
+    for (int64_t i = 0; i < m; i++) {
+        float *row = out + i * ldo;
+        for (int64_t j0 = 0; j0 < n; j0 += COLS) {
+            int64_t w = n - j0 < COLS ? n - j0 : COLS;
+            for (int64_t j = 0; j < w; j++)
+                acc[j] = 0;
+            for (int64_t p = 0; p < k; p++) {
+                float av = ta ? a[p * lda + i] : a[i * lda + p];
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] +=
+                        av * (tb ? b[(j0 + j) * ldb + p] : b[p * ldb + j0 + j]);
+            }
+            for (int64_t j = 0; j < w; j++)
+                row[j0 + j] =
+                    beta == 0.0f && alpha == 1.0f
+                        ? acc[j]
+                        : alpha * acc[j] + (beta == 0.0f ? 0.0f : row[j0 + j]);
+        }
+    }
+#endif
 }
 
-static int gemv_split(int64_t n, int64_t k, float alpha, const float *a,
-                      const float *b, float *out)
-{
-    int threads = kiln_cpu_threads();
-    if (threads < 2 || n < 2 * GEMV_COLS || n * k < (1 << 17))
-        return 0;
-    gemv_job j = {n, k, alpha, a, b, out};
-    int blas = openblas_get_num_threads();
-    if (blas > 1)
-        openblas_set_num_threads(1);
-    kiln_par_for((n + GEMV_COLS - 1) / GEMV_COLS, GEMV_COLS * k, gemv_range,
-                 &j);
-    if (blas > 1)
-        openblas_set_num_threads(blas);
-    return 1;
-}
-
-/* Thin products (one dimension <= THIN_GEMM) run on one BLAS thread, since
-   OpenBLAS splits them badly; with more than one kernel thread and enough
-   work, split the rows of out over the pool instead, each block an
-   independent one-thread sgemm. */
+/* A product split into blocks of rows (or of columns) of out. */
 typedef struct gemm_job {
-    int ta, tb;
+    int ta, tb, by_cols;
     int64_t m, n, k;
     float alpha, beta;
     const float *a, *b;
     float *out;
 } gemm_job;
 
-enum { GEMM_ROWS = 16 }; /* rows of out per work item */
-
-static void gemm_rows(void *ctx, int64_t lo, int64_t hi)
+static void gemm_block(void *ctx, int64_t lo, int64_t hi)
 {
     const gemm_job *j = ctx;
-    int64_t r0 = lo * GEMM_ROWS,
-            r1 = hi * GEMM_ROWS < j->m ? hi * GEMM_ROWS : j->m;
-    /* rows r0..r1 of op(a): a row block of a, or a column block of a^T */
-    const float *a = j->ta ? j->a + r0 : j->a + r0 * j->k;
-    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
-                j->tb ? CblasTrans : CblasNoTrans, (int)(r1 - r0), (int)j->n,
-                (int)j->k, j->alpha, a, j->ta ? (int)j->m : (int)j->k, j->b,
-                j->tb ? (int)j->k : (int)j->n, j->beta, j->out + r0 * j->n,
-                (int)j->n);
+    int64_t lda = j->ta ? j->m : j->k, ldb = j->tb ? j->k : j->n;
+    if (j->by_cols) {
+        int64_t c0 = lo * BLOCK_COLS,
+                c1 = hi * BLOCK_COLS < j->n ? hi * BLOCK_COLS : j->n;
+        /* columns c0..c1 of op(b): a column block of b, or a row block of
+           b^T */
+        const float *b = j->tb ? j->b + c0 * j->k : j->b + c0;
+        gemm_one(j->ta, j->tb, j->m, c1 - c0, j->k, j->alpha, j->a, lda, b, ldb,
+                 j->beta, j->out + c0, j->n);
+    } else {
+        int64_t r0 = lo * BLOCK_ROWS,
+                r1 = hi * BLOCK_ROWS < j->m ? hi * BLOCK_ROWS : j->m;
+        /* rows r0..r1 of op(a): a row block of a, or a column block of a^T */
+        const float *a = j->ta ? j->a + r0 : j->a + r0 * j->k;
+        gemm_one(j->ta, j->tb, r1 - r0, j->n, j->k, j->alpha, a, lda, j->b, ldb,
+                 j->beta, j->out + r0 * j->n, j->n);
+    }
 }
 
-static int gemm_split_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                           float alpha, const float *a, const float *b,
-                           float beta, float *out)
+/* Products above KILN_GEMM_SPLIT_MIN are split over the pool: into blocks
+   of rows of out, or of columns when there are too few rows to give each
+   thread a block.  kiln_par_for makes one call per thread's share. */
+static void gemm_split(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, const float *b, float beta,
+                       float *out)
 {
-    if (kiln_cpu_threads() < 2 || m < 4 * GEMM_ROWS || m * n * k < (1 << 20))
-        return 0;
-    gemm_job j = {ta, tb, m, n, k, alpha, beta, a, b, out};
-    int blas = openblas_get_num_threads();
-    if (blas > 1)
-        openblas_set_num_threads(1);
-    kiln_par_for((m + GEMM_ROWS - 1) / GEMM_ROWS, GEMM_ROWS * n * k, gemm_rows,
-                 &j);
-    if (blas > 1)
-        openblas_set_num_threads(blas);
-    return 1;
+    gemm_job j = {ta, tb, 0, m, n, k, alpha, beta, a, b, out};
+    int threads = kiln_cpu_threads();
+    int64_t rows = (m + BLOCK_ROWS - 1) / BLOCK_ROWS,
+            cols = (n + BLOCK_COLS - 1) / BLOCK_COLS;
+    if (threads < 2 ||
+        (double)m * (double)n * (double)k <= KILN_GEMM_SPLIT_MIN) {
+        gemm_block(&j, 0, rows);
+        return;
+    }
+    j.by_cols = rows < threads && cols > rows;
+    if (j.by_cols)
+        kiln_par_for(cols, BLOCK_COLS * m * k, gemm_block, &j);
+    else
+        kiln_par_for(rows, BLOCK_ROWS * n * k, gemm_block, &j);
 }
-
-#endif
 
 /* out = alpha op(a) op(b) + beta out, beta 0 (out is not read) or 1. */
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -158,6 +210,7 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
         return;
     }
 #ifdef KILN_HAVE_BLAS
+    pthread_once(&blas_once, blas_one_thread);
     if (m == 1 || n == 1) {
         /* accumulating (beta 1), only the dot-product form of GEMV: the
            other adds one scaled row at a time into out, rounding every
@@ -170,50 +223,11 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                 acc_rows(m, k, alpha, a, b, out);
             return;
         }
-        if (m == 1 && !tb && beta == 0.0f && gemv_split(n, k, alpha, a, b, out))
-            return;
-        blas_gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
+        gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
         return;
-    }
-    /* OpenBLAS splits thin products (the [.,10] layers of a classifier,
-       the [.,32] ones of a small MLP) over its threads for a loss: at 2
-       threads they ran 1.3 to 4 times slower than on one */
-    if (min3(m, n, k) <= THIN_GEMM &&
-        gemm_split_rows(ta, tb, m, n, k, alpha, a, b, beta, out))
-        return;
-    int threads = min3(m, n, k) <= THIN_GEMM ? openblas_get_num_threads() : 1;
-    if (threads > 1)
-        openblas_set_num_threads(1);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
-                a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n, beta, out,
-                (int)n);
-    if (threads > 1)
-        openblas_set_num_threads(threads);
-#else
-    /* a row at a time, a block of columns summed in float in k order */
-    enum { COLS = 256 };
-    float acc[COLS];
-    for (int64_t i = 0; i < m; i++) {
-        float *row = out + i * n;
-        for (int64_t j0 = 0; j0 < n; j0 += COLS) {
-            int64_t w = n - j0 < COLS ? n - j0 : COLS;
-            for (int64_t j = 0; j < w; j++)
-                acc[j] = 0;
-            for (int64_t p = 0; p < k; p++) {
-                float av = ta ? a[p * m + i] : a[i * k + p];
-                for (int64_t j = 0; j < w; j++)
-                    acc[j] +=
-                        av * (tb ? b[(j0 + j) * k + p] : b[p * n + j0 + j]);
-            }
-            for (int64_t j = 0; j < w; j++)
-                row[j0 + j] =
-                    beta == 0.0f && alpha == 1.0f
-                        ? acc[j]
-                        : alpha * acc[j] + (beta == 0.0f ? 0.0f : row[j0 + j]);
-        }
     }
 #endif
+    gemm_split(ta, tb, m, n, k, alpha, a, b, beta, out);
 }
 
 void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,

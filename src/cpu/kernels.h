@@ -17,8 +17,28 @@ extern const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT];
    instead. */
 extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
 
-/* Runs node n's kernel: the fast one unless the reference is forced, with
-   denormals flushed to zero while it runs when that option is on. */
+/* How one run (kiln_run, kiln_forward, kiln_backward...) executes its
+   kernels, fixed by its session when the session was made: kernels read it
+   from the run, never from process-wide settings that another thread may
+   change mid-run.  Work is split into shares by threads alone, so a run's
+   results never depend on timing or on other sessions running. */
+typedef struct kiln_exec_ctx {
+    int threads;         /* kernel threads, the caller included: 1 to 256 */
+    int flush_denormals; /* FTZ and DAZ while kernels run */
+} kiln_exec_ctx;
+
+#define KILN_MAX_THREADS 256
+
+/* The process-wide defaults new sessions take (kiln_set_num_threads,
+   kiln_set_flush_denormals). */
+kiln_exec_ctx kiln_exec_defaults(void);
+
+/* Runs node n's kernel under ctx (NULL: the process defaults as they are
+   now): the fast one unless the reference is forced, with denormals
+   flushed to zero while it runs when ctx says so. */
+void kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
+                         void *out, void *const *in);
+/* kiln_cpu_run_kernel with the process defaults. */
 void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in);
 
 /* Forces the reference kernels (1) or the fast ones (0); -1 only reads.
@@ -30,11 +50,12 @@ int kiln_cpu_use_reference(int on);
 void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
                    const float *a, const float *b, float *out);
 /* out += alpha a x b (one GEMM with beta = 1; shapes as kiln_cpu_gemm).
-   out must not overlap a or b.  Both calls run products with a dimension
-   of at most 32 on one BLAS thread and those with one row or column as a
-   GEMV; this one only where the GEMV takes dot products, and otherwise
-   (x^T [k,m] times a [k,1] column, a [1,k] row times [k,n]) sums rows in
-   a plain loop, so that each result is added to out once. */
+   out must not overlap a or b.  Both calls split large products over the
+   running kernel's threads (a fixed split for a thread count) and run
+   those with one row or column as a GEMV; this one only where the GEMV
+   takes dot products, and otherwise (x^T [k,m] times a [k,1] column, a
+   [1,k] row times [k,n]) sums rows in a plain loop, so that each result is
+   added to out once. */
 void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b,
                        float *out);

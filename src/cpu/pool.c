@@ -1,13 +1,18 @@
 /* The kernels' thread pool.  Not OpenMP: libgomp's workers spin for about
    a millisecond after each parallel region (OMP_WAIT_POLICY can only be set
    before the program starts), which on a machine with as many cores as
-   threads takes the cores from OpenBLAS's own workers in the next matrix
+   threads took the cores from OpenBLAS's workers in the next matrix
    product: a 2-thread MLP step ran 5 to 10 times slower.  These workers spin
-   for a few microseconds, enough to chain elementwise kernels, then sleep
-   on a condition variable, so BLAS gets the cores back at once.
+   for a few microseconds, enough to chain kernels, then sleep on a
+   condition variable, so other work gets the cores back at once.
 
-   One caller at a time uses the pool; a second concurrent caller (another
-   session on another thread) runs its kernel on its own thread. */
+   Workers start on demand, up to the largest thread count a kernel has
+   asked for, and stay.  A kernel splits its work into as many shares as
+   its run's thread count (the session's), whatever the pool holds.  One
+   caller at a time uses the pool; a second concurrent caller (another
+   session on another thread) runs the same shares one after another on its
+   own thread, so a run's results never depend on timing or on other
+   sessions. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -23,49 +28,38 @@
 #define cpu_relax() ((void)0)
 #endif
 
-enum { MAX_THREADS = 256, SPIN = 4000 };
+enum { SPIN = 4000 };
+
+typedef struct job {
+    kiln_range_fn fn;
+    void *ctx;
+    int64_t n;
+    int shares;
+    kiln_exec_ctx run; /* the caller's context, made current on workers */
+} job;
 
 static struct {
     pthread_mutex_t busy; /* held by the caller of a parallel region */
     pthread_mutex_t lock; /* guards sleeping on wake */
     pthread_cond_t wake;
-    atomic_uint gen;    /* bumped once per job (and to stop) */
+    atomic_uint gen;    /* bumped once per job */
     atomic_int pending; /* shares claimed by workers and not yet done */
     /* per share of the current job: 0 free, 1 claimed (by its worker or,
-       when that worker is late, by the caller) */
-    atomic_int claimed[MAX_THREADS];
-    int size;    /* threads in use, the caller included; 0 until
-                    set: then one per core, as BLAS does */
-    int started; /* workers running (size - 1 once started) */
-    int stop;
-    unsigned start_gen; /* gen when the workers were started */
-    pthread_t tid[MAX_THREADS];
-    kiln_range_fn fn;
-    void *ctx;
-    int64_t n;
-} pool = {PTHREAD_MUTEX_INITIALIZER,
-          PTHREAD_MUTEX_INITIALIZER,
-          PTHREAD_COND_INITIALIZER,
-          0,
-          0,
-          {0},
-          0,
-          0,
-          0,
-          0,
-          {0},
-          NULL,
-          NULL,
-          0};
+       when that worker is late, by the caller); worker t runs share t */
+    atomic_int claimed[KILN_MAX_THREADS];
+    /* the rest is written by the holder of busy: */
+    int started;                          /* workers 1..started run */
+    unsigned start_gen[KILN_MAX_THREADS]; /* gen when worker t started */
+    job job;                              /* the published job */
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
+          .lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER};
 
-static void run_share(int t, int T)
+static void run_share(const job *j, int t)
 {
-    int64_t lo = pool.n * t / T, hi = pool.n * (t + 1) / T;
-    if (lo < hi) {
-        unsigned saved = kiln_fpu_enter();
-        pool.fn(pool.ctx, lo, hi);
-        kiln_fpu_leave(saved);
-    }
+    int64_t lo = j->n * t / j->shares, hi = j->n * (t + 1) / j->shares;
+    if (lo < hi)
+        j->fn(j->ctx, lo, hi);
 }
 
 /* A worker runs its share only if it claims it first: when it wakes late
@@ -74,7 +68,7 @@ static void run_share(int t, int T)
 static void *worker(void *arg)
 {
     int t = (int)(intptr_t)arg;
-    unsigned seen = pool.start_gen; /* a job may be published before we run */
+    unsigned seen = pool.start_gen[t]; /* a job may come before we run */
     for (;;) {
         for (int i = 0; i < SPIN && atomic_load(&pool.gen) == seen; i++)
             cpu_relax();
@@ -85,14 +79,17 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&pool.lock);
         }
         seen = atomic_load(&pool.gen);
-        if (pool.stop)
-            return NULL;
         int free_share = 0;
         if (atomic_compare_exchange_strong(&pool.claimed[t], &free_share, 1)) {
-            run_share(t, pool.size);
+            const kiln_exec_ctx *prev = kiln_exec_enter(&pool.job.run);
+            unsigned saved = kiln_fpu_enter(pool.job.run.flush_denormals);
+            run_share(&pool.job, t);
+            kiln_fpu_leave(saved);
+            kiln_exec_leave(prev);
             atomic_fetch_sub(&pool.pending, 1);
         }
     }
+    return NULL; /* workers live as long as the process */
 }
 
 static void publish(void)
@@ -103,95 +100,56 @@ static void publish(void)
     pthread_mutex_unlock(&pool.lock);
 }
 
-/* Stops the workers; the caller holds pool.busy. */
-static void stop_workers(void)
+/* Starts workers up to n; the caller holds pool.busy.  When the system
+   refuses a thread, the pool keeps what it has and callers run the
+   missing shares themselves. */
+static void start_workers(int n)
 {
-    if (!pool.started)
-        return;
-    pool.stop = 1;
-    publish();
-    for (int i = 0; i < pool.started; i++)
-        pthread_join(pool.tid[i], NULL);
-    pool.stop = 0;
-    pool.started = 0;
-}
-
-/* Starts size - 1 workers; on failure the pool shrinks to what started. */
-static void start_workers(void)
-{
-    pool.start_gen = atomic_load(&pool.gen);
-    for (int i = 1; i < pool.size; i++) {
-        if (pthread_create(&pool.tid[i - 1], NULL, worker,
-                           (void *)(intptr_t)i) != 0) {
-            pool.size = i;
-            break;
-        }
-        pool.started = i;
+    while (pool.started < n) {
+        int t = pool.started + 1;
+        pthread_t tid;
+        pool.start_gen[t] = atomic_load(&pool.gen);
+        if (pthread_create(&tid, NULL, worker, (void *)(intptr_t)t) != 0)
+            return;
+        pthread_detach(tid);
+        pool.started = t;
     }
-}
-
-int kiln_pool_resize(int n)
-{
-    if (n < 1)
-        n = 1;
-    if (n > MAX_THREADS)
-        n = MAX_THREADS;
-    pthread_mutex_lock(&pool.busy);
-    if (n != pool.size) {
-        stop_workers();
-        pool.size = n;
-        start_workers(); /* now, so that no run creates threads */
-    }
-    n = pool.size;
-    pthread_mutex_unlock(&pool.busy);
-    return n;
-}
-
-static int cores(void)
-{
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (int)c : 1;
-}
-
-int kiln_cpu_threads(void)
-{
-    return pool.size ? pool.size : cores();
 }
 
 void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx)
 {
     if (n <= 0)
         return;
-    if (!pool.size)
-        kiln_pool_resize(cores());
-    if (pool.size < 2 || n < 2 || n * cost_per_item < KILN_PAR_MIN ||
-        pthread_mutex_trylock(&pool.busy) != 0) {
+    const kiln_exec_ctx *cur = kiln_exec_current();
+    job j = {fn, ctx, n, 1, cur ? *cur : kiln_exec_defaults()};
+    j.shares = j.run.threads < n ? j.run.threads : (int)n;
+    if (j.shares < 2 || n * cost_per_item < KILN_PAR_MIN) {
         fn(ctx, 0, n);
         return;
     }
-    if (pool.started != pool.size - 1)
-        start_workers();
-    int T = pool.size;
-    if (T < 2) {
-        pthread_mutex_unlock(&pool.busy);
-        fn(ctx, 0, n);
+    kiln_par_record_shares(j.shares);
+    if (pthread_mutex_trylock(&pool.busy) != 0) {
+        for (int t = 0; t < j.shares; t++)
+            run_share(&j, t);
         return;
     }
-    pool.fn = fn;
-    pool.ctx = ctx;
-    pool.n = n;
-    /* pending counts every share but the caller's; a share the caller
-       takes back is subtracted by the caller */
-    atomic_store(&pool.pending, T - 1);
-    for (int t = 1; t < T; t++)
-        atomic_store(&pool.claimed[t], 0);
-    atomic_store(&pool.claimed[0], 1);
+    start_workers(j.shares - 1);
+    /* shares 1..helped go to workers, the rest (when threads could not
+       start) to the caller */
+    int helped = pool.started < j.shares - 1 ? pool.started : j.shares - 1;
+    pool.job = j;
+    atomic_store(&pool.pending, helped);
+    for (int t = 1; t <= pool.started; t++)
+        atomic_store(&pool.claimed[t], t <= helped ? 0 : 1);
     publish();
-    fn(ctx, 0, n / T);
-    for (int t = 1; t < T; t++) {
+    run_share(&j, 0);
+    for (int t = 1; t < j.shares; t++) {
         int free_share = 0;
-        if (atomic_compare_exchange_strong(&pool.claimed[t], &free_share, 1)) {
-            run_share(t, T);
+        if (t > helped) {
+            run_share(&j, t);
+        } else if (atomic_compare_exchange_strong(&pool.claimed[t], &free_share,
+                                                  1)) {
+            run_share(&j, t);
             atomic_fetch_sub(&pool.pending, 1);
         }
     }

@@ -1,30 +1,81 @@
-/* One thread count for everything Kiln runs: the kernels' pool, OpenMP
-   loops and BLAS.  BLAS is only ever called from the calling thread or, for
-   products small enough that it stays on one thread, from a pool thread, so
-   with n threads at most n cores are busy. */
+/* Execution contexts: the process-wide defaults that new sessions copy, and
+   the context of the kernel running on each thread.  A session keeps its
+   own copy, so a setter called while another thread runs changes nothing
+   that run reads: kernels get their thread count and denormal mode from the
+   run, never from these defaults. */
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "cpu/fast.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#ifdef KILN_HAVE_BLAS
-#include <cblas.h>
-#endif
+/* 0 until kiln_set_num_threads: then one per core, as BLAS does. */
+static atomic_int default_threads;
+/* Flush denormals to zero in kernels (FTZ and DAZ); on by default. */
+static atomic_int default_flush = 1;
+
+static _Thread_local const kiln_exec_ctx *current;
+static _Thread_local int shares_seen = 1;
+
+static int cores(void)
+{
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c < 1)
+        return 1;
+    return c > KILN_MAX_THREADS ? KILN_MAX_THREADS : (int)c;
+}
 
 int kiln_set_num_threads(int n)
 {
-    if (n <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cores > 0 ? (int)cores : 1;
-    }
-    n = kiln_pool_resize(n);
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
-#ifdef KILN_HAVE_BLAS
-    openblas_set_num_threads(n);
-#endif
+    if (n <= 0)
+        n = cores();
+    if (n > KILN_MAX_THREADS)
+        n = KILN_MAX_THREADS;
+    atomic_store(&default_threads, n);
     return n;
+}
+
+int kiln_set_flush_denormals(int on)
+{
+    if (on >= 0)
+        atomic_store(&default_flush, on ? 1 : 0);
+    return atomic_load(&default_flush);
+}
+
+kiln_exec_ctx kiln_exec_defaults(void)
+{
+    int n = atomic_load(&default_threads);
+    return (kiln_exec_ctx){n > 0 ? n : cores(), atomic_load(&default_flush)};
+}
+
+const kiln_exec_ctx *kiln_exec_enter(const kiln_exec_ctx *ctx)
+{
+    const kiln_exec_ctx *prev = current;
+    current = ctx;
+    shares_seen = 1;
+    return prev;
+}
+
+void kiln_exec_leave(const kiln_exec_ctx *prev)
+{
+    current = prev;
+}
+
+const kiln_exec_ctx *kiln_exec_current(void)
+{
+    return current;
+}
+
+int kiln_cpu_threads(void)
+{
+    return current ? current->threads : kiln_exec_defaults().threads;
+}
+
+void kiln_par_record_shares(int shares)
+{
+    shares_seen = shares;
+}
+
+int kiln_par_last_shares(void)
+{
+    return shares_seen;
 }

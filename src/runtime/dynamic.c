@@ -273,7 +273,7 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
             return KILN_ERR_MEMORY;
         for (int k = 0; k < n->n_in; k++)
             in[k] = n->in[k]->value;
-        kiln_cpu_exec(n, out, in);
+        kiln_cpu_run_kernel(&s->exec, n, out, in);
         n->value = out;
     }
     }

@@ -435,7 +435,7 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
         step *st = &f->steps[i];
         for (int k = 0; k < st->n->n_in; k++)
             st->in[k] = f->buf[st->n->in[k]->id];
-        kiln_cpu_exec(st->n, st->out, st->in);
+        kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in);
         if (st->n->debug)
             kiln_debug_print(st->n, st->out, "value");
     }

@@ -3,6 +3,7 @@
 #define KILN_RUNTIME_RUNTIME_H
 
 #include "base/tensor.h"
+#include "cpu/kernels.h"
 #include "graph/graph.h"
 
 typedef struct kiln_var {
@@ -27,7 +28,7 @@ struct kiln_session {
     kiln_var *vars;
     int n_vars, cap_vars;
     kiln_rng rng;
-    int threads;
+    kiln_exec_ctx exec; /* how its runs execute kernels, fixed at creation */
     char err[KILN_ERRMSG_MAX];
     kiln_function **funcs;
     int n_funcs, cap_funcs;

@@ -13,13 +13,30 @@ static atomic_uint_fast64_t last_session_id;
 
 kiln_session *kiln_session_new(const kiln_session_options *opt)
 {
-    kiln_session *s = calloc(1, sizeof *s);
-    if (!s)
+    int threads = opt ? opt->threads : 0;
+    if (threads < 0) {
+        kiln_set_last_error("kiln_session_new: threads is %d: give 0 for the "
+                            "default or a count from 1",
+                            threads);
         return NULL;
+    }
+    kiln_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        kiln_set_last_error("kiln_session_new: out of memory");
+        return NULL;
+    }
     s->id = (uint64_t)atomic_fetch_add(&last_session_id, 1) + 1;
     kiln_rng_seed(&s->rng, opt ? opt->seed : 42);
-    s->threads = opt ? opt->threads : 0;
+    s->exec = kiln_exec_defaults();
+    if (threads > 0)
+        s->exec.threads =
+            threads < KILN_MAX_THREADS ? threads : KILN_MAX_THREADS;
     return s;
+}
+
+int kiln_session_threads(const kiln_session *s)
+{
+    return s ? s->exec.threads : 0;
 }
 
 void kiln_session_free(kiln_session *s)
