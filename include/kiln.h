@@ -269,6 +269,8 @@ kiln_node *kiln_sub(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_div(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_pow(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* max / min (and relu) propagate NaN, and a tie splits the gradient evenly
+   between a and b, as torch.maximum / torch.minimum. */
 kiln_node *kiln_max(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_min(kiln_graph *g, kiln_node *a, kiln_node *b);
 /* Comparisons give f32 1.0 where true, 0.0 where false; no gradient. */
@@ -290,7 +292,8 @@ kiln_node *kiln_sum(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
 kiln_node *kiln_reduce_max(kiln_graph *g, kiln_node *x, unsigned axes,
                            int keepdims);
 kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
-/* Index of the largest element along axis (i32, axis removed); no gradient. */
+/* Index of the largest element along axis, or of the first NaN (i32, axis
+   removed); no gradient. */
 kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis);
 
 /* ---------------------------------------------------------------- movement */
@@ -348,11 +351,13 @@ kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis);
 /* x W + b, with b broadcast over rows. */
 kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b);
 /* nGraph's clipped cross-entropy: -Sum(Log(Maximum(p, exp(log_min))) *
-   onehot) / n, with n a scalar node (e.g. the batch size as an input). */
+   onehot) / n, with n an f32 scalar node (e.g. the batch size as an input);
+   any other n poisons the graph. */
 kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
                               kiln_node *onehot, kiln_node *n, float log_min);
 /* Mean over the batch of -log softmax(logits)[label]; labels i32 [N],
-   logits f32 [N, C]. */
+   logits f32 [N, C].  NaN for N = 0.  A label outside [0, C) is a run-time
+   error (KILN_ERR_ARG from kiln_run / kiln_forward / kiln_backward). */
 kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
                                       kiln_node *labels);
 /* How a loss combines its per-sample terms. */
@@ -367,8 +372,8 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
 /* PopXL's nll_loss_with_softmax_grad: from probabilities probs [N, C] (a
    softmax output) and i32 labels [N], *loss = mean(-log probs[label]) and
    *dlogits = (probs - onehot(labels)) / N, the loss's gradient with respect
-   to the logits behind the softmax.  KILN_OK or the graph's error (both
-   outputs poisoned). */
+   to the logits behind the softmax.  A label outside [0, C) is a run-time
+   error.  KILN_OK or the graph's error (both outputs poisoned). */
 kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
                                             kiln_node *labels, kiln_node **loss,
                                             kiln_node **dlogits);
@@ -933,7 +938,8 @@ kiln_ax *kiln_ax_sigmoid(kiln_graph *g, kiln_ax *x);
 /* ng.dot: contracts every axis of a with the axis of b of the same dual
    family one position higher (W's C-1 with X's C), whatever their order in
    memory; axes in both operands become batch dimensions of the product.  The
-   result has the shared axes, then a's free axes, then b's. */
+   result has the shared axes, then a's free axes, then b's.  No pair to
+   contract is an error (kiln_ax_mul multiplies without contracting). */
 kiln_ax *kiln_ax_dot(kiln_graph *g, kiln_ax *a, kiln_ax *b);
 /* ng.sum / ng.mean: out_axes NULL keeps the batch axes and reduces the rest;
    otherwise exactly *out_axes remain (each must be an axis of x), in that
@@ -1067,7 +1073,8 @@ kiln_subgraph *kiln_call_info_graph(const kiln_call_info *ci);
    inputs are one gradient per output of fwd, then the forward activations
    it needs; its outputs are the gradients of the required graph inputs, in
    order (grads_required NULL: every f32 input).  NULL only when out of
-   memory; errors in kiln_graph_error(kiln_subgraph_graph(graph)). */
+   memory; errors (a required node that is not a graph input of fwd, none
+   required) in kiln_graph_error(kiln_subgraph_graph(graph)). */
 kiln_grad_info *kiln_autodiff(kiln_subgraph *fwd,
                               kiln_node *const *grads_required, int n_req);
 /* Frees the info and its gradient subgraph.  NULL is a no-op. */

@@ -175,6 +175,18 @@ static int plan_dot(kiln_graph *g, const kiln_axes *A, const kiln_axes *B,
     for (int j = 0; j < B->n; j++)
         if (!used_b[j])
             p->free_b[p->n_free_b++] = j;
+    if (p->n_con == 0) {
+        /* with nothing to contract the matmul would be an elementwise (or
+           outer) product: almost always a missing dual offset */
+        kiln_graph_fail(g, KILN_ERR_ARG,
+                        "%s: %s . %s contracts no axis: give the first "
+                        "operand the dual C - 1 (kiln_axis_dual(C, -1)) of "
+                        "an axis C of the second, or use kiln_ax_mul for a "
+                        "product without contraction",
+                        fn, kiln_axes_str(*A, b1, sizeof b1),
+                        kiln_axes_str(*B, b2, sizeof b2));
+        return 0;
+    }
     if (p->n_shared + p->n_free_a + p->n_free_b > KILN_MAX_DIMS) {
         kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: %s . %s has more than %d axes",
                         fn, kiln_axes_str(*A, b1, sizeof b1),

@@ -60,15 +60,19 @@ void kiln_fpu_leave(unsigned saved)
 }
 #endif
 
-void kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
-                         void *out, void *const *in)
+kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
+                                void *out, void *const *in, char *msg,
+                                size_t len)
 {
+    kiln_status st = kiln_cpu_check_inputs(n, in, msg, len);
+    if (st != KILN_OK)
+        return st;
     kiln_kernel_fn k =
         kiln_cpu_use_reference(-1) ? NULL : kiln_fast_kernels[n->op];
     if (!k)
         k = kiln_ref_kernels[n->op];
     if (!k)
-        return;
+        return KILN_OK;
     kiln_exec_ctx defaults;
     if (!ctx) {
         defaults = kiln_exec_defaults();
@@ -85,11 +89,13 @@ void kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
     }
     kiln_fpu_leave(saved);
     kiln_exec_leave(prev);
+    return KILN_OK;
 }
 
-void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in)
+kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,
+                          char *msg, size_t len)
 {
-    kiln_cpu_run_kernel(NULL, n, out, in);
+    return kiln_cpu_run_kernel(NULL, n, out, in, msg, len);
 }
 
 /* ------------------------------------------------------------ broadcast plan

@@ -5,15 +5,11 @@
 #include <math.h>
 
 #include "cpu/fast.h"
+#include "cpu/scalar.h"
 #include "cpu/vmath.h"
 
 /* Elements per piece handed to one thread. */
 enum { PIECE = 16384 };
-
-static inline float relu(float x)
-{
-    return x > 0 ? x : 0.0f;
-}
 
 static inline float sign(float x)
 {
@@ -46,7 +42,7 @@ UNARY_SPAN(SIN, sinf(x))
 UNARY_SPAN(COS, cosf(x))
 UNARY_SPAN(TANH, vm_tanhf(x))
 UNARY_SPAN(SIGMOID, vm_sigmoidf(x))
-UNARY_SPAN(RELU, relu(x))
+UNARY_SPAN(RELU, kiln_s_relu(x))
 UNARY_SPAN(ERF, erff(x))
 #undef UNARY_SPAN
 
@@ -88,8 +84,8 @@ BINARY_SPAN(SUB, x - y)
 BINARY_SPAN(MUL, x *y)
 BINARY_SPAN(DIV, x / y)
 BINARY_SPAN(POW, powf(x, y))
-BINARY_SPAN(MAX, x >= y ? x : y)
-BINARY_SPAN(MIN, x <= y ? x : y)
+BINARY_SPAN(MAX, kiln_s_max(x, y))
+BINARY_SPAN(MIN, kiln_s_min(x, y))
 BINARY_SPAN(LT, x < y ? 1.0f : 0.0f)
 BINARY_SPAN(LE, x <= y ? 1.0f : 0.0f)
 BINARY_SPAN(GT, x > y ? 1.0f : 0.0f)

@@ -3,6 +3,7 @@
    cost is the arithmetic alone and the compiler can vectorise every loop. */
 #include "cpu/fused.h"
 #include "cpu/fast.h"
+#include "cpu/scalar.h"
 #include "cpu/vmath.h"
 
 #include <math.h>
@@ -154,7 +155,7 @@ static inline float sigmoidf(float x)
         case KILN_OP_SIGMOID:                                                  \
             LOOP(SIGMOIDF(x));                                                 \
         case KILN_OP_RELU:                                                     \
-            LOOP(x > 0 ? x : 0.0f);                                            \
+            LOOP(kiln_s_relu(x));                                              \
         case KILN_OP_ERF:                                                      \
             LOOP(erff(x));                                                     \
         case KILN_OP_ADD:                                                      \
@@ -168,9 +169,9 @@ static inline float sigmoidf(float x)
         case KILN_OP_POW:                                                      \
             LOOP2(powf(x, y));                                                 \
         case KILN_OP_MAX:                                                      \
-            LOOP2(x >= y ? x : y);                                             \
+            LOOP2(kiln_s_max(x, y));                                           \
         case KILN_OP_MIN:                                                      \
-            LOOP2(x <= y ? x : y);                                             \
+            LOOP2(kiln_s_min(x, y));                                           \
         case KILN_OP_LT:                                                       \
             LOOP2(x < y ? 1.0f : 0.0f);                                        \
         case KILN_OP_LE:                                                       \

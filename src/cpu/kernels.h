@@ -33,13 +33,25 @@ typedef struct kiln_exec_ctx {
    kiln_set_flush_denormals). */
 kiln_exec_ctx kiln_exec_defaults(void);
 
-/* Runs node n's kernel under ctx (NULL: the process defaults as they are
-   now): the fast one unless the reference is forced, with denormals
-   flushed to zero while it runs when ctx says so. */
-void kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
-                         void *out, void *const *in);
+/* Checks the input values n's kernel relies on: the labels of softmax
+   cross-entropy (and its gradient) and of a strict one_hot lie in [0, C).
+   Inputs whose buffer is NULL (not computed yet) are not checked.  KILN_OK,
+   or KILN_ERR_ARG with a message naming the node, the bad value and where
+   it is written to msg (when msg is not NULL). */
+kiln_status kiln_cpu_check_inputs(const kiln_node *n, void *const *in,
+                                  char *msg, size_t len);
+
+/* Checks n's inputs (kiln_cpu_check_inputs), then runs node n's kernel under
+   ctx (NULL: the process defaults as they are now): the fast one unless the
+   reference is forced, with denormals flushed to zero while it runs when
+   ctx says so.  Returns the check's status; the kernel does not run when it
+   fails. */
+kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
+                                void *out, void *const *in, char *msg,
+                                size_t len);
 /* kiln_cpu_run_kernel with the process defaults. */
-void kiln_cpu_exec(const kiln_node *n, void *out, void *const *in);
+kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,
+                          char *msg, size_t len);
 
 /* Forces the reference kernels (1) or the fast ones (0); -1 only reads.
    Starts from the environment: KILN_REFERENCE=1 forces the reference.

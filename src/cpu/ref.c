@@ -5,6 +5,7 @@
 
 #include "cpu/fused.h"
 #include "cpu/kernels.h"
+#include "cpu/scalar.h"
 
 /* ------------------------------------------------------------ broadcasting */
 
@@ -81,7 +82,7 @@ UNARY_KERNEL(SIN, sinf(x))
 UNARY_KERNEL(COS, cosf(x))
 UNARY_KERNEL(TANH, tanhf(x))
 UNARY_KERNEL(SIGMOID, sigmoidf(x))
-UNARY_KERNEL(RELU, x > 0 ? x : 0.0f)
+UNARY_KERNEL(RELU, kiln_s_relu(x))
 UNARY_KERNEL(ERF, erff(x))
 #undef UNARY_KERNEL
 
@@ -110,8 +111,8 @@ BINARY_KERNEL(SUB, x - y)
 BINARY_KERNEL(MUL, x *y)
 BINARY_KERNEL(DIV, x / y)
 BINARY_KERNEL(POW, powf(x, y))
-BINARY_KERNEL(MAX, x >= y ? x : y)
-BINARY_KERNEL(MIN, x <= y ? x : y)
+BINARY_KERNEL(MAX, kiln_s_max(x, y))
+BINARY_KERNEL(MIN, kiln_s_min(x, y))
 BINARY_KERNEL(LT, x < y ? 1.0f : 0.0f)
 BINARY_KERNEL(LE, x <= y ? 1.0f : 0.0f)
 BINARY_KERNEL(GT, x > y ? 1.0f : 0.0f)
@@ -220,7 +221,8 @@ static void ref_ARGMAX(const kiln_node *n, void *o, void *const *in)
         int64_t base = sub_offset(i, p.nk, p.kdim, p.kst);
         int32_t best = 0;
         for (int64_t j = 1; j < p.inner; j++)
-            if (x[base + j * p.rst[0]] > x[base + best * p.rst[0]])
+            if (kiln_s_argmax_better(x[base + j * p.rst[0]],
+                                     x[base + best * p.rst[0]]))
                 best = (int32_t)j;
         out[i] = best;
     }
@@ -394,8 +396,10 @@ static void ref_ONEHOT(const kiln_node *n, void *o, void *const *in)
 
 /* Softmax cross-entropy as its decomposition computes it (composite.c):
    z = x - max(x), log-softmax z - log(sum exp z) with the sum in double,
-   the label's entries summed in double and scaled by -1/N.  A label outside
-   [0, C) picks nothing, like one_hot. */
+   the label's entries summed in double and scaled by -1/N (NaN for N = 0,
+   as PyTorch's mean over no elements).  A label outside [0, C) is refused
+   before the kernel runs (cpu/check.c); the kernels still never read past
+   a row. */
 static float ref_row_max(const float *x, int64_t c)
 {
     float m = -INFINITY;

@@ -59,10 +59,13 @@ RULE(SIGMOID)
     (void)need;
     gin[0] = B(MUL, adj, B(MUL, n, B(SUB, C(1.0f), n)));
 }
+/* PyTorch's threshold_backward: where(x <= 0, 0, adj), so relu'(0) = 0 and
+   a NaN passes the gradient on. */
 RULE(RELU)
 {
     (void)need;
-    gin[0] = B(MUL, adj, B(GT, n->in[0], C(0.0f)));
+    kiln_node *zero = C(0.0f);
+    gin[0] = kiln_select(g, B(LE, n->in[0], zero), zero, adj);
 }
 RULE(ERF)
 {
@@ -100,29 +103,47 @@ RULE(DIV)
     if (NEED(1))
         gin[1] = U(NEG, B(DIV, B(MUL, adj, n), b));
 }
+/* As PyTorch: d/da is 0 where b == 0 (so 0^0 has slope 0, not 0 * inf),
+   d/db is 0 where a == 0 and b >= 0 (not 0 * log 0). */
 RULE(POW)
 {
-    kiln_node *a = n->in[0], *b = n->in[1];
-    if (NEED(0))
-        gin[0] = B(MUL, adj, B(MUL, b, B(POW, a, B(SUB, b, C(1.0f)))));
-    if (NEED(1))
-        gin[1] = B(MUL, adj, B(MUL, n, U(LOG, a)));
+    kiln_node *a = n->in[0], *b = n->in[1], *zero = C(0.0f);
+    if (NEED(0)) {
+        kiln_node *d = B(MUL, adj, B(MUL, b, B(POW, a, B(SUB, b, C(1.0f)))));
+        gin[0] = kiln_select(g, B(EQ, b, zero), zero, d);
+    }
+    if (NEED(1)) {
+        kiln_node *flat = B(MUL, B(EQ, a, zero), B(GE, b, zero));
+        gin[1] = kiln_select(g, flat, zero, B(MUL, adj, B(MUL, n, U(LOG, a))));
+    }
 }
+
+/* The gradient of max(a, b) (or min) for a, given where a loses to b:
+   where(loses, 0, where(a == b, adj / 2, adj)) as torch.maximum and
+   torch.minimum give: ties split evenly, and where either is NaN neither
+   loses nor ties, so both get adj. */
+static kiln_node *winner_grad(kiln_graph *g, kiln_node *a, kiln_node *b,
+                              kiln_node *loses, kiln_node *adj)
+{
+    kiln_node *shared = kiln_select(g, B(EQ, a, b), B(MUL, adj, C(0.5f)), adj);
+    return kiln_select(g, loses, C(0.0f), shared);
+}
+
 RULE(MAX)
 {
     kiln_node *a = n->in[0], *b = n->in[1];
     if (NEED(0))
-        gin[0] = B(MUL, adj, B(GE, a, b));
+        gin[0] = winner_grad(g, a, b, B(LT, a, b), adj);
     if (NEED(1))
-        gin[1] = B(MUL, adj, B(LT, a, b));
+        gin[1] = winner_grad(g, b, a, B(LT, b, a), adj);
 }
 RULE(MIN)
 {
     kiln_node *a = n->in[0], *b = n->in[1];
     if (NEED(0))
-        gin[0] = B(MUL, adj, B(LE, a, b));
+        gin[0] = winner_grad(g, a, b, B(GT, a, b), adj);
     if (NEED(1))
-        gin[1] = B(MUL, adj, B(GT, a, b));
+        gin[1] = winner_grad(g, b, a, B(GT, b, a), adj);
 }
 RULE(SELECT)
 {

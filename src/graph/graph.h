@@ -45,6 +45,8 @@ typedef struct kiln_attrs {
     float value;               /* pad value */
     int trans_a, trans_b;      /* matmul */
     int depth;                 /* one_hot */
+    int strict;                /* one_hot: a label outside [0, depth) is a
+                                  run-time error (losses), not a zero row */
     kiln_init init;            /* variable */
     int trainable;             /* variable */
     const void *data;          /* constant (arena copy); fused: program */

@@ -35,15 +35,27 @@ static int required_inputs(kiln_grad_info *gi, kiln_node *const *req, int n_req)
         for (int k = 0; k < fwd->n_in && !found; k++)
             found = fwd->inputs[k] == x;
         if (!found) {
-            kiln_graph_fail(
-                G, KILN_ERR_ARG,
-                "kiln_autodiff: grads_required[%d] is not a graph input "
-                "of '%s'",
-                i, fwd->name);
+            char what[64];
+            snprintf(what, sizeof what, "%s node",
+                     x ? kiln_op_table[x->op].name : "");
+            kiln_graph_fail(G, KILN_ERR_ARG,
+                            "kiln_autodiff: grads_required[%d] is not a graph "
+                            "input of '%s' (%s)",
+                            i, fwd->name,
+                            !x                   ? "NULL"
+                            : x->graph != fwd->g ? "a node of another graph"
+                                                 : what);
             return 0;
         }
         if (x->dtype == KILN_F32 || req)
             gi->required[gi->n_req++] = x;
+    }
+    if (gi->n_req == 0) { /* a gradient graph with no outputs is a mistake */
+        kiln_graph_fail(G, KILN_ERR_ARG,
+                        "kiln_autodiff: no gradient to compute: %s",
+                        req ? "grads_required is empty (n_req 0)"
+                            : "the graph has no f32 input");
+        return 0;
     }
     return 1;
 }

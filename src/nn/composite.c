@@ -104,14 +104,19 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
     if (!kiln_graph_check(g, fn, probs) || !kiln_graph_check(g, fn, onehot) ||
         !kiln_graph_check(g, fn, n))
         return &g->poison;
-    if (!kiln_shape_equal(probs->shape, onehot->shape)) {
-        char b1[96], b2[96];
+    char b1[96], b2[96];
+    /* n divides the whole sum: a tensor n would broadcast it instead */
+    if (kiln_shape_numel(n->shape) != 1 || n->dtype != KILN_F32)
+        return kiln_graph_fail(
+            g, n->dtype != KILN_F32 ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
+            "%s: n must be an f32 scalar (one element), got %s%s", fn,
+            kiln_dtype_name(n->dtype), kiln_shape_str(n->shape, b1, sizeof b1));
+    if (!kiln_shape_equal(probs->shape, onehot->shape))
         return kiln_graph_fail(
             g, KILN_ERR_SHAPE,
             "%s: probabilities %s and one-hot labels %s differ", fn,
             kiln_shape_str(probs->shape, b1, sizeof b1),
             kiln_shape_str(onehot->shape, b2, sizeof b2));
-    }
     kiln_node *clipped = kiln_max(g, probs, kiln_scalar(g, expf(log_min)));
     kiln_node *s = kiln_sum(g, kiln_mul(g, kiln_log(g, clipped), onehot),
                             KILN_ALL_AXES, 0);
@@ -173,8 +178,13 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
     int64_t n = probs->shape.d[0];
     float inv = n ? 1.0f / (float)n : NAN; /* the mean of no rows */
     kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
-    kiln_node *picked =
-        kiln_sum(g, kiln_mul(g, kiln_log(g, probs), oh), KILN_ALL_AXES, 0);
+    if (oh->op == KILN_OP_ONEHOT)
+        oh->at.strict = 1; /* a label outside [0, C) is a run-time error */
+    /* the target's probability selected, not log(probs) * onehot, where a
+       zero probability of another class would give 0 * -inf = NaN */
+    kiln_node *target =
+        kiln_sum(g, kiln_select(g, oh, probs, kiln_scalar(g, 0.0f)), 2u, 0);
+    kiln_node *picked = kiln_sum(g, kiln_log(g, target), KILN_ALL_AXES, 0);
     kiln_node *l = kiln_scale(g, picked, -inv);
     kiln_node *d = kiln_scale(g, kiln_sub(g, probs, oh), inv);
     if (g->status == KILN_OK) {

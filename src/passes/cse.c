@@ -67,7 +67,7 @@ static int attrs_equal(const kiln_node *a, const kiln_node *b)
     case KILN_OP_MATMUL_ACC:
         return x->trans_a == y->trans_a && x->trans_b == y->trans_b;
     case KILN_OP_ONEHOT:
-        return x->depth == y->depth;
+        return x->depth == y->depth && x->strict == y->strict;
     case KILN_OP_CONSTANT:
         return !memcmp(x->data, y->data, data_bytes(a));
     case KILN_OP_FUSED:

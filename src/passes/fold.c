@@ -33,6 +33,9 @@ static kiln_node *fold(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
     /* the kernel reads shapes through n->in, so it sees the new inputs */
     kiln_node tmp = *old;
     tmp.in = in;
+    /* values the kernel refuses stay unfolded: the run reports them */
+    if (kiln_cpu_check_inputs(&tmp, data, NULL, 0) != KILN_OK)
+        return NULL;
     size_t bytes =
         (size_t)kiln_shape_numel(old->shape) * kiln_dtype_size(old->dtype);
     void *value = kiln_graph_alloc(g, bytes + 1);

@@ -273,7 +273,10 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
             return KILN_ERR_MEMORY;
         for (int k = 0; k < n->n_in; k++)
             in[k] = n->in[k]->value;
-        kiln_cpu_run_kernel(&s->exec, n, out, in);
+        char msg[KILN_ERRMSG_MAX - 32];
+        if (kiln_cpu_run_kernel(&s->exec, n, out, in, msg, sizeof msg) !=
+            KILN_OK)
+            return kiln_session_fail(s, KILN_ERR_ARG, "%s: %s", r->fn, msg);
         n->value = out;
     }
     }

@@ -404,6 +404,29 @@ static kiln_status check_tensor(kiln_session *s, const kiln_node *n,
         kiln_shape_str(t->shape, b2, sizeof b2));
 }
 
+static int is_leaf(const kiln_node *n)
+{
+    return n->op == KILN_OP_INPUT || n->op == KILN_OP_CONSTANT ||
+           n->op == KILN_OP_VARIABLE;
+}
+
+/* Checks the values kernels rely on (kiln_cpu_check_inputs) where they are
+   leaves (fed inputs, constants, variables) before any kernel runs, so that
+   a refused run leaves the variables as they were even where the plan
+   updates them in place.  Computed values are checked as they are used. */
+static kiln_status check_leaf_values(kiln_function *f)
+{
+    char msg[KILN_ERRMSG_MAX - 16];
+    for (int i = 0; i < f->n_steps; i++) {
+        step *st = &f->steps[i];
+        for (int k = 0; k < st->n->n_in; k++)
+            st->in[k] = is_leaf(st->n->in[k]) ? f->buf[st->n->in[k]->id] : NULL;
+        if (kiln_cpu_check_inputs(st->n, st->in, msg, sizeof msg) != KILN_OK)
+            return kiln_session_fail(f->s, KILN_ERR_ARG, "kiln_run: %s", msg);
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out)
 {
@@ -431,11 +454,17 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
     }
     for (int i = 0; i < f->n_in; i++)
         f->buf[f->inputs[i]->id] = in[i]->data;
+    kiln_status checked = check_leaf_values(f);
+    if (checked != KILN_OK)
+        return checked;
     for (int i = 0; i < f->n_steps; i++) {
         step *st = &f->steps[i];
+        char msg[KILN_ERRMSG_MAX - 16];
         for (int k = 0; k < st->n->n_in; k++)
             st->in[k] = f->buf[st->n->in[k]->id];
-        kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in);
+        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, msg,
+                                sizeof msg) != KILN_OK)
+            return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
             kiln_debug_print(st->n, st->out, "value");
     }
