@@ -418,6 +418,27 @@ static void test_stale_node_refused_by_builders(void **state)
     kiln_sum(g, kept, KILN_ALL_AXES, 0);
     th_expect_graph_error(g, "kiln_sum");
     th_expect_graph_error(g, "built before kiln_graph_clear");
+
+    /* gradients and the axes front end too */
+    kiln_graph_clear(g);
+    kiln_node *w =
+        kiln_variable(g, "W", KILN_F32, KILN_SHAPE(3), kiln_init_zeros());
+    kiln_node *l = kiln_sum(g, w, KILN_ALL_AXES, 0);
+    kiln_graph_clear(g);
+    kiln_node *w2 =
+        kiln_variable(g, "W", KILN_F32, KILN_SHAPE(3), kiln_init_zeros());
+    kiln_sum(g, w2, KILN_ALL_AXES, 0);
+    th_assert_graph_ok(g);
+    kiln_grad(g, l, w2);
+    th_expect_graph_error(g, "built before kiln_graph_clear");
+    kiln_graph_clear(g);
+    kiln_axis an = kiln_axis_make("N", 3, 0);
+    kiln_ax *px = kiln_ax_placeholder(g, "x", KILN_AXES(an));
+    kiln_graph_clear(g);
+    kiln_ax *py = kiln_ax_placeholder(g, "x", KILN_AXES(an));
+    th_assert_graph_ok(g);
+    kiln_ax_add(g, py, px);
+    th_expect_graph_error(g, "built before kiln_graph_clear");
     kiln_graph_free(g);
 }
 
