@@ -1274,7 +1274,8 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
 /* Writes the list as a numpy .npz archive (one "<name>.npy" member per
    tensor, f32 as '<f4', i32 as '<i4'), deflated when compress is non-zero.
    Atomic: a temporary file is renamed over path, so on any error an existing
-   file at path is untouched.  KILN_ERR_ARG, KILN_ERR_DTYPE or KILN_ERR_IO
+   file at path is untouched; a symlink at path stays and its target gets
+   the new content, and stale temporaries of path are removed.  KILN_ERR_ARG, KILN_ERR_DTYPE or KILN_ERR_IO
    with kiln_last_error. */
 kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
                            int compress);

@@ -2,7 +2,8 @@
 # The kiln command on hostile input (issue 9): help on every subcommand,
 # data sets validated on load (widths, labels, empty sets), output paths
 # checked before training, plot paths never reaching gnuplot or a shell,
-# models with too many layers refused.  Tiny hand-made IDX files keep it fast.
+# models with too many layers refused; and the installed kiln.pc and CMake
+# package follow the install prefix; bench/run --csv quotes its labels.  Tiny hand-made IDX files keep it fast.
 kiln="$1/kiln"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -172,6 +173,61 @@ if command -v gnuplot >/dev/null 2>&1; then
     head -c 4 "$tmp/solo.png" | grep -q PNG || fail "no plot without --log"
 fi
 cd / || exit 1
+
+# -- the installed kiln.pc and CMake package follow the install prefix
+if command -v cmake >/dev/null 2>&1; then
+    prefix="$tmp/pre fix"
+    cmake --install "$1" --prefix "$prefix" >/dev/null || fail "cmake --install"
+    pc=$(find "$prefix" -name kiln.pc)
+    grep -qx "prefix=$prefix" "$pc" || { fail "kiln.pc prefix"; head -1 "$pc"; }
+    if command -v pkg-config >/dev/null 2>&1; then
+        flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs kiln)
+        case "$flags" in
+        *"-I$prefix/include"*"-L$prefix/"*) ;;
+        *) fail "pkg-config gives '$flags'" ;;
+        esac
+    fi
+    # a consumer of find_package(kiln) and kiln::kiln (not for sanitizer
+    # builds, whose library needs the sanitizer runtime)
+    if ! grep -q '^KILN_SANITIZE:BOOL=ON' "$1/CMakeCache.txt"; then
+        mkdir "$tmp/use"
+        cat >"$tmp/use/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.20)
+project(use C)
+find_package(kiln REQUIRED)
+add_executable(use use.c)
+target_link_libraries(use PRIVATE kiln::kiln)
+CM
+        printf '#include <kiln.h>\nint main(void) { kiln_graph *g = kiln_graph_new(); kiln_graph_free(g); return 0; }\n' >"$tmp/use/use.c"
+        if ! cmake -S "$tmp/use" -B "$tmp/use/b" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/out" 2>&1 ||
+            ! cmake --build "$tmp/use/b" >>"$tmp/out" 2>&1 || ! "$tmp/use/b/use"; then
+            fail "find_package(kiln) consumer"
+            tail -20 "$tmp/out"
+        fi
+    fi
+fi
+
+# -- bench/run --csv writes RFC 4180 CSV: labels with commas and quotes
+# survive a round trip through a CSV reader
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$2/bench/run" <<'PY' || fail "bench/run CSV"
+import csv, importlib.machinery, importlib.util, io, sys
+loader = importlib.machinery.SourceFileLoader("bench_run", sys.argv[1])
+run = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench_run", loader))
+loader.exec_module(run)
+rows = [('MLP 784-32-10 gelu, b8 "fast" train', 2, "samples/s", 1234.5, 1000.0, 1.2345,
+         (">=", 5.0)),
+        ("plain", 1, "ms", 2.0, None, None, None)]
+out = io.StringIO()
+run.write_csv(rows, out)
+back = list(csv.reader(io.StringIO(out.getvalue(), newline="")))
+assert back[0] == ["work", "threads", "unit", "kiln", "torch", "ratio", "target", "met"], back
+assert back[1] == ['MLP 784-32-10 gelu, b8 "fast" train', "2", "samples/s", "1234.5", "1000",
+                   "1.234", ">= 5", "no"], back[1]
+assert back[2] == ["plain", "1", "ms", "2", "", "", "", ""], back[2]
+assert out.getvalue().startswith("work,") and "\r\n" in out.getvalue()
+PY
+fi
 
 [ $fails -eq 0 ] || exit 1
 echo "kiln_cli_harden: all checks passed"
