@@ -96,6 +96,12 @@ static void test_tensor_new_huge(void **state)
     assert_contains(kiln_last_error(), "kiln_tensor_wrap: invalid shape");
     assert_null(kiln_tensor_from_f32(KILN_SHAPE(P32, P32), &x));
     assert_contains(kiln_last_error(), "invalid shape");
+    /* at the limit the shape is valid: the allocation succeeds or fails
+       with a message (2^42 bytes) */
+    kiln_tensor *big = kiln_tensor_new(KILN_F32, KILN_SHAPE(P40));
+    if (!big)
+        assert_contains(kiln_last_error(), "kiln_tensor_new: out of memory");
+    kiln_tensor_free(big);
     /* zero-size tensors are fine, with or without data */
     kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(4, 0));
     assert_non_null(t);
@@ -816,6 +822,37 @@ static void test_softmax_ce_no_classes_kernel(void **state)
     kiln_cpu_use_reference(saved);
 }
 
+/* ------------------------------------------------------------ elsewhere */
+
+static void test_mixture_huge(void **state)
+{
+    (void)state;
+    double p[2] = {0.5, 0.5};
+    /* 2 x 2^20 x 2^20 floats: the int product used to wrap to 0 */
+    assert_null(kiln_mixture_new(p, 2, 1 << 20, 1));
+    assert_contains(kiln_last_error(), "kiln_mixture_new: [2,1048576,1048576]");
+    assert_contains(kiln_last_error(), "more than 2^40");
+    kiln_mixture *m = kiln_mixture_new(p, 2, 3, 1);
+    assert_non_null(m);
+    float x[6];
+    int32_t y[2];
+    assert_int_equal(kiln_mixture_batch(m, 2, x, y), KILN_OK);
+    kiln_mixture_free(m);
+}
+
+static void test_too_many_classes(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x =
+        kiln_input(g, "x", KILN_F32, KILN_SHAPE(1, (int64_t)1 << 31));
+    kiln_node *l = kiln_input(g, "l", KILN_I32, KILN_SHAPE(1));
+    th_assert_graph_ok(g);
+    kiln_softmax_cross_entropy(g, x, l);
+    th_expect_graph_error(g, "more than 2147483647 classes");
+    kiln_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +866,8 @@ int main(void)
         cmocka_unit_test(test_zero_size_ops),
         cmocka_unit_test(test_zero_size_refused),
         cmocka_unit_test(test_softmax_ce_no_classes_kernel),
+        cmocka_unit_test(test_mixture_huge),
+        cmocka_unit_test(test_too_many_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
    the blocks fixed by the running session's thread count; matrix-vector
    products go through GEMV, split the same way.  Transposes are passed as
    flags.  Without BLAS, a blocked portable loop takes the blocks. */
+#include <limits.h>
 #include <string.h>
 
 #include "cpu/fast.h"
@@ -115,11 +116,16 @@ static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k,
                      int64_t ldb, float beta, float *out, int64_t ldo)
 {
 #ifdef KILN_HAVE_BLAS
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
-                a, (int)lda, b, (int)ldb, beta, out, (int)ldo);
-#else
-    /* a row at a time, a block of columns summed in float in k order */
+    if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
+        ldb <= INT_MAX && ldo <= INT_MAX) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                    alpha, a, (int)lda, b, (int)ldb, beta, out, (int)ldo);
+        return;
+    }
+#endif
+    /* a row at a time, a block of columns summed in float in k order (and
+       sizes BLAS's int cannot take) */
     enum { COLS = 256 };
     float acc[COLS];
     for (int64_t i = 0; i < m; i++) {
@@ -141,7 +147,6 @@ static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k,
                         : alpha * acc[j] + (beta == 0.0f ? 0.0f : row[j0 + j]);
         }
     }
-#endif
 }
 
 /* A product split into blocks of rows (or of columns) of out. */
@@ -223,8 +228,10 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                 acc_rows(m, k, alpha, a, b, out);
             return;
         }
-        gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
-        return;
+        if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {
+            gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
+            return;
+        }
     }
 #endif
     gemm_split(ta, tb, m, n, k, alpha, a, b, beta, out);

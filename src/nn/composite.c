@@ -1,5 +1,6 @@
 /* Composite ops, defined by their decomposition into primitives; autodiff
    differentiates the decomposition. */
+#include <limits.h>
 #include <math.h>
 
 #include "graph/graph.h"
@@ -142,6 +143,12 @@ static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
         kiln_graph_fail(g, KILN_ERR_DTYPE,
                         "%s: labels have dtype %s, expected i32", fn,
                         kiln_dtype_name(labels->dtype));
+        return 0;
+    }
+    if (scores->shape.d[1] > INT_MAX) { /* one_hot's depth is an int */
+        kiln_graph_fail(g, KILN_ERR_SHAPE,
+                        "%s: %s %s have more than %d classes", fn, what,
+                        kiln_shape_str(scores->shape, b1, sizeof b1), INT_MAX);
         return 0;
     }
     if (scores->shape.d[1] == 0) {

@@ -21,6 +21,7 @@
    that fits among the placed buffers whose lifetimes overlap (best fit), which
    packs close to the peak of live bytes; a segment tree finds those buffers
    (see place). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,8 +321,13 @@ kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
         last[id] = step[id];
         for (int k = 0; k < x->n_in; k++)
             last[x->in[k]->id] = step[id];
-        if (computed(x))
-            mp->unplanned += aligned(bytes_of(x));
+        if (computed(x)) {
+            /* the sum of all buffers bounds every offset placed below */
+            size_t b = aligned(bytes_of(x));
+            if (b > (size_t)PTRDIFF_MAX - mp->unplanned)
+                goto done;
+            mp->unplanned += b;
+        }
     }
     /* read after the last step: outputs, and assign nodes (copied to their
        variables) */

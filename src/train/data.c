@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/shape.h"
 #include "base/tensor.h"
 
 void kiln_dataset_free(kiln_dataset *d)
@@ -347,14 +348,24 @@ kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
         kiln_set_last_error("kiln_mixture_new: priors sum to zero");
         return NULL;
     }
+    int64_t n_a, n_b;
+    size_t a_bytes, b_bytes;
+    const char *why = kiln_shape_size(KILN_SHAPE(n_classes, dims, dims),
+                                      sizeof(float), &n_a, &a_bytes);
+    if (why || kiln_shape_size(KILN_SHAPE(n_classes, dims), sizeof(float), &n_b,
+                               &b_bytes)) {
+        kiln_set_last_error("kiln_mixture_new: [%d,%d,%d] %s", n_classes, dims,
+                            dims, why ? why : "is too large");
+        return NULL;
+    }
     kiln_mixture *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->n_classes = n_classes;
     m->dims = dims;
     m->cdf = malloc((size_t)n_classes * sizeof *m->cdf);
-    m->a = malloc((size_t)n_classes * dims * dims * sizeof *m->a);
-    m->b = malloc((size_t)n_classes * dims * sizeof *m->b);
+    m->a = malloc(a_bytes);
+    m->b = malloc(b_bytes);
     if (!m->cdf || !m->a || !m->b) {
         kiln_mixture_free(m);
         kiln_set_last_error("kiln_mixture_new: out of memory");
@@ -366,9 +377,9 @@ kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
         acc += pvals[c] / total;
         m->cdf[c] = acc;
     }
-    for (int i = 0; i < n_classes * dims * dims; i++)
+    for (int64_t i = 0; i < n_a; i++)
         m->a[i] = (float)(2 * kiln_rng_uniform(&m->rng) - 1);
-    for (int i = 0; i < n_classes * dims; i++)
+    for (int64_t i = 0; i < n_b; i++)
         m->b[i] = (float)(2 * kiln_rng_uniform(&m->rng) - 1);
     return m;
 }
@@ -411,7 +422,7 @@ kiln_status kiln_mixture_batch(kiln_mixture *m, int n, float *x, int32_t *y)
         for (int r = 0; r < d; r++) {
             double acc = b[r];
             for (int j = 0; j < d; j++)
-                acc += a[r * d + j] * zs[j];
+                acc += a[(size_t)r * d + j] * zs[j];
             x[(size_t)i * d + r] = (float)acc;
         }
     }
