@@ -180,9 +180,11 @@ static void gemm_block(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* Products above KILN_GEMM_SPLIT_MIN are split over the pool: into blocks
-   of rows of out, or of columns when there are too few rows to give each
-   thread a block.  kiln_par_for makes one call per thread's share. */
+/* Products above KILN_GEMM_SPLIT_MIN are split over the pool into blocks
+   of rows of out, each call then packing all of op(b), or of columns, each
+   packing all of op(a): along the longer side of out, so that the copies
+   packed twice are the smaller (unless that side has too few blocks for
+   the threads).  kiln_par_for makes one call per thread's share. */
 static void gemm_split(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b, float beta,
                        float *out)
@@ -196,7 +198,9 @@ static void gemm_split(int ta, int tb, int64_t m, int64_t n, int64_t k,
         gemm_block(&j, 0, rows);
         return;
     }
-    j.by_cols = rows < threads && cols > rows;
+    j.by_cols = n > m;
+    if ((j.by_cols ? cols : rows) < threads)
+        j.by_cols = cols > rows;
     if (j.by_cols)
         kiln_par_for(cols, BLOCK_COLS * m * k, gemm_block, &j);
     else
