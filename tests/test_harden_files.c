@@ -667,6 +667,11 @@ static void test_file_check_writable(void **state)
     assert_int_equal(kiln_file_check_writable(tmp_path("no/dir/m.npz")),
                      KILN_ERR_IO);
     assert_error_has(kiln_last_error(), "does not exist");
+    write_bytes(tmp_path("plain"), "x", 1);
+    assert_int_equal(kiln_file_check_writable(tmp_path("plain/m.npz")),
+                     KILN_ERR_IO);
+    assert_error_has(kiln_last_error(), "is not a directory");
+    unlink(tmp_path("plain"));
     assert_int_equal(kiln_file_check_writable(tmp_dir), KILN_ERR_IO);
     assert_error_has(kiln_last_error(), "is a directory");
     assert_int_equal(symlink("mn", tmp_path("dirlink")), 0);

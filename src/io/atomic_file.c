@@ -340,8 +340,10 @@ int io_atomic_check(const char *path, io_err *e)
         rc = target ? io_fail(e, "out of memory") : -1;
     else if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
         rc = io_fail(e, "is a directory");
-    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    else if (stat(dir, &st) != 0)
         rc = io_fail(e, "directory '%s' does not exist", dir);
+    else if (!S_ISDIR(st.st_mode))
+        rc = io_fail(e, "'%s' is not a directory", dir);
     else if (access(dir, W_OK | X_OK) != 0)
         rc = io_fail(e, "cannot write in directory '%s': %s", dir,
                      strerror(errno));

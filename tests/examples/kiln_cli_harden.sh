@@ -187,9 +187,9 @@ if command -v cmake >/dev/null 2>&1; then
         *) fail "pkg-config gives '$flags'" ;;
         esac
     fi
-    # a consumer of find_package(kiln) and kiln::kiln (not for sanitizer
+    # a consumer of find_package(kiln) and kiln::kiln (not for sanitizer or fuzz
     # builds, whose library needs the sanitizer runtime)
-    if ! grep -q '^KILN_SANITIZE:BOOL=ON' "$1/CMakeCache.txt"; then
+    if ! grep -qE '^KILN_(SANITIZE|TSAN|FUZZ):BOOL=ON' "$1/CMakeCache.txt"; then
         mkdir "$tmp/use"
         cat >"$tmp/use/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.20)
