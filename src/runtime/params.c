@@ -6,12 +6,8 @@
 
 int kiln_session_find_variable(const kiln_session *s, const char *name)
 {
-    if (!s || !name)
-        return -1;
-    for (int i = 0; i < s->n_vars; i++)
-        if (strcmp(s->vars[i].name, name) == 0)
-            return i;
-    return -1;
+    const kiln_var *v = s && name ? kiln_session_find(s, name) : NULL;
+    return v ? (int)(v - s->vars) : -1;
 }
 
 kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,

@@ -34,6 +34,7 @@ struct kiln_session {
     int n_funcs, cap_funcs;
     kiln_session_holder *holders;
     int n_holders, cap_holders;
+    struct kiln_var_index *index; /* names of vars, see kiln_session_find */
 };
 
 /* Records that holder keeps a pointer to s: kiln_session_free calls

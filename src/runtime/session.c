@@ -7,6 +7,17 @@
 
 #include "runtime/runtime.h"
 
+/* A hash of the variables' names (open addressing, at most half full) so
+   that finding one is O(1): loading a checkpoint of n variables looks each
+   up, which was O(n^2).  It covers vars[0..indexed) and catches up with
+   appended variables on the next lookup, however they were appended;
+   removing variables must call index_invalidate. */
+typedef struct kiln_var_index {
+    int *slots; /* index into vars, -1 when empty */
+    size_t n_slots;
+    int indexed;
+} kiln_var_index;
+
 /* Session ids start at 1 (0 is "no session") and are never reused, so a
    graph can tell its session from a new one at the same address. */
 static atomic_uint_fast64_t last_session_id;
@@ -56,6 +67,9 @@ void kiln_session_free(kiln_session *s)
         free(s->vars[i].data);
     }
     free(s->vars);
+    if (s->index)
+        free(s->index->slots);
+    free(s->index);
     free(s);
 }
 
@@ -121,11 +135,67 @@ kiln_rng *kiln_session_rng(kiln_session *s)
     return s ? &s->rng : NULL;
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static size_t index_slot(const kiln_session *s, const kiln_var_index *x,
+                         const char *name)
+{
+    size_t i = (size_t)name_hash(name) & (x->n_slots - 1);
+    while (x->slots[i] >= 0 && strcmp(s->vars[x->slots[i]].name, name) != 0)
+        i = (i + 1) & (x->n_slots - 1);
+    return i;
+}
+
+/* The next lookup rebuilds the index from scratch. */
+static void index_invalidate(kiln_session *s)
+{
+    if (s->index)
+        s->index->indexed = INT_MAX;
+}
+
+/* Brings the index up to date; 0 when out of memory (lookups then scan). */
+static int index_update(kiln_var_index *x, const kiln_session *s)
+{
+    if (x->indexed == s->n_vars)
+        return 1;
+    if (x->indexed > s->n_vars || 2 * (size_t)s->n_vars >= x->n_slots) {
+        size_t n = 64;
+        while (n <= 2 * (size_t)s->n_vars)
+            n *= 2;
+        int *slots = malloc(n * sizeof *slots);
+        if (!slots)
+            return 0;
+        free(x->slots);
+        x->slots = slots;
+        x->n_slots = n;
+        x->indexed = 0;
+        for (size_t i = 0; i < n; i++)
+            slots[i] = -1;
+    }
+    for (; x->indexed < s->n_vars; x->indexed++)
+        x->slots[index_slot(s, x, s->vars[x->indexed].name)] = x->indexed;
+    return 1;
+}
+
 kiln_var *kiln_session_find(const kiln_session *s, const char *name)
 {
+    /* The index is a cache: updating it does not change the session. */
+    kiln_session *m = (kiln_session *)s;
+    if (!m->index && s->n_vars >= 16)
+        m->index = calloc(1, sizeof *m->index);
+    if (m->index && index_update(m->index, s)) {
+        int k = m->index->slots[index_slot(s, m->index, name)];
+        return k >= 0 ? &m->vars[k] : NULL;
+    }
     for (int i = 0; i < s->n_vars; i++)
         if (strcmp(s->vars[i].name, name) == 0)
-            return &s->vars[i];
+            return &m->vars[i];
     return NULL;
 }
 
@@ -295,6 +365,7 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
         if (kiln_init_fill(init, shape, v->data, &s->rng) != KILN_OK) {
             /* no half-made variable: a later declare must not find it */
             s->n_vars--;
+            index_invalidate(s);
             kiln_var_release(v);
             return kiln_session_fail(s, KILN_ERR_ARG, "variable '%s': %s", name,
                                      kiln_last_error());
