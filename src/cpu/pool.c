@@ -44,6 +44,7 @@ static struct {
     pthread_cond_t wake;
     atomic_uint gen;    /* bumped once per job */
     atomic_int pending; /* shares claimed by workers and not yet done */
+    atomic_int helpers; /* workers the last job used: only they spin */
     /* per share of the current job: 0 free, 1 claimed (by its worker or,
        when that worker is late, by the caller); worker t runs share t */
     atomic_int claimed[KILN_MAX_THREADS];
@@ -70,7 +71,8 @@ static void *worker(void *arg)
     int t = (int)(intptr_t)arg;
     unsigned seen = pool.start_gen[t]; /* a job may come before we run */
     for (;;) {
-        for (int i = 0; i < SPIN && atomic_load(&pool.gen) == seen; i++)
+        int spin = t <= atomic_load(&pool.helpers) ? SPIN : 0;
+        for (int i = 0; i < spin && atomic_load(&pool.gen) == seen; i++)
             cpu_relax();
         if (atomic_load(&pool.gen) == seen) {
             pthread_mutex_lock(&pool.lock);
@@ -139,6 +141,7 @@ void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx)
     int helped = pool.started < j.shares - 1 ? pool.started : j.shares - 1;
     pool.job = j;
     atomic_store(&pool.pending, helped);
+    atomic_store(&pool.helpers, helped);
     for (int t = 1; t <= pool.started; t++)
         atomic_store(&pool.claimed[t], t <= helped ? 0 : 1);
     publish();
