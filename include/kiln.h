@@ -892,7 +892,8 @@ typedef struct kiln_axes {
    negative length gives an invalid axis (length -1) that builders reject. */
 kiln_axis kiln_axis_make(const char *name, int64_t length, int batch);
 /* axis + offset: the member of a's dual family offset positions away
-   (kiln_axis_dual(C, -1) is ng's ax.C - 1). */
+   (kiln_axis_dual(C, -1) is ng's ax.C - 1); an invalid axis when the
+   position overflows an int. */
 kiln_axis kiln_axis_dual(kiln_axis a, int offset);
 /* 1 when a and b are the same axis (same name and dual position). */
 int kiln_axis_same(kiln_axis a, kiln_axis b);

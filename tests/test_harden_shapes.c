@@ -4,9 +4,19 @@
    node map. */
 #include "test_helpers.h"
 
+#include <limits.h>
+
 #include "base/shape.h"
 #include "cpu/kernels.h"
 #include "graph/graph.h"
+
+/* Under AddressSanitizer a failed huge allocation returns NULL, as it does
+   in a release build, instead of aborting (ctest sets this too). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
 
 #define P32 ((int64_t)1 << 32)
 #define P40 ((int64_t)1 << 40)
@@ -501,6 +511,25 @@ static kiln_node *z_one_hot(kiln_graph *g, kiln_node **v)
     (void)v;
     return kiln_one_hot(g, kiln_constant(g, KILN_I32, KILN_SHAPE(0), NULL), 4);
 }
+static kiln_node *z_fused_sum(kiln_graph *g, kiln_node **v)
+{
+    return kiln_sum(g, kiln_exp(g, kiln_scale(g, v[0], 2.0f)), KILN_AXIS(0), 1);
+}
+static kiln_node *z_select(kiln_graph *g, kiln_node **v)
+{
+    return kiln_select(g, kiln_gt(g, v[0], kiln_scalar(g, 1.0f)), v[0], v[1]);
+}
+static kiln_node *z_permute3(kiln_graph *g, kiln_node **v)
+{
+    int perm[3] = {2, 0, 1};
+    return kiln_permute(g, v[0], perm);
+}
+static kiln_node *z_mean_max(kiln_graph *g, kiln_node **v)
+{
+    /* a max over the non-empty axis, then a mean over the empty one */
+    return kiln_mean(g, kiln_reduce_max(g, v[0], KILN_AXIS(1), 0),
+                     KILN_ALL_AXES, 0);
+}
 static kiln_node *z_cast(kiln_graph *g, kiln_node **v)
 {
     return kiln_cast(g, v[0], KILN_I32);
@@ -509,224 +538,78 @@ static kiln_node *z_cast(kiln_graph *g, kiln_node **v)
 static void test_zero_size_ops(void **state)
 {
     (void)state;
+    /* clang-format off */
     const zcase zcases[] = {
-        {"add broadcast",
-         2,
-         {KILN_SHAPE(0, 3), KILN_SHAPE(3)},
-         z_add,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0}, {0, 0, 0}}},
-        {"sum over an empty axis",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_sum0,
-         KILN_SHAPE(3),
-         {0, 0, 0},
-         1,
-         {{0}}},
-        {"mean over an empty axis",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_mean0,
-         KILN_SHAPE(3),
-         {NAN, NAN, NAN},
-         1,
-         {{0}}},
-        {"sum of nothing",
-         1,
-         {KILN_SHAPE(2, 0)},
-         z_sum_all,
-         KILN_SCALAR,
-         {0},
-         1,
-         {{0}}},
-        {"mean of nothing",
-         1,
-         {KILN_SHAPE(2, 0)},
-         z_mean_all,
-         KILN_SCALAR,
-         {NAN},
-         1,
-         {{0}}},
-        {"sum keepdims",
-         1,
-         {KILN_SHAPE(2, 0)},
-         z_sum1_keep,
-         KILN_SHAPE(2, 1),
-         {0, 0},
-         1,
-         {{0}}},
-        {"mean keepdims",
-         1,
-         {KILN_SHAPE(2, 0)},
-         z_mean1_keep,
-         KILN_SHAPE(2, 1),
-         {NAN, NAN},
-         1,
-         {{0}}},
-        {"matmul with k = 0",
-         2,
-         {KILN_SHAPE(2, 0), KILN_SHAPE(0, 3)},
-         z_matmul,
-         KILN_SHAPE(2, 3),
-         {0, 0, 0, 0, 0, 0},
-         1,
-         {{0}, {0}}},
-        {"matmul^T with k = 0",
-         2,
-         {KILN_SHAPE(0, 2), KILN_SHAPE(3, 0)},
-         z_matmul_tt,
-         KILN_SHAPE(2, 3),
-         {0, 0, 0, 0, 0, 0},
-         1,
-         {{0}, {0}}},
-        {"matmul with m = 0",
-         2,
-         {KILN_SHAPE(0, 2), KILN_SHAPE(2, 3)},
-         z_matmul,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0}, {0, 0, 0, 0, 0, 0}}},
-        {"softmax of no rows",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_softmax1,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0}}},
-        {"softmax cross-entropy mean of no rows",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_ce_mean,
-         KILN_SCALAR,
-         {NAN},
-         1,
-         {{0}}},
-        {"softmax cross-entropy sum of no rows",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_ce_sum,
-         KILN_SCALAR,
-         {0},
-         1,
-         {{0}}},
-        {"nll loss of no rows",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_nll,
-         KILN_SCALAR,
-         {NAN},
-         0,
-         {{0}}},
-        {"binary cross-entropy of nothing",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_bce,
-         KILN_SCALAR,
-         {NAN},
-         1,
-         {{0}}},
-        {"pad an empty tensor",
-         1,
-         {KILN_SHAPE(0, 2)},
-         z_pad,
-         KILN_SHAPE(2, 2),
-         {5, 5, 5, 5},
-         1,
-         {{0}}},
-        {"concat with an empty part",
-         2,
-         {KILN_SHAPE(0, 2), KILN_SHAPE(1, 2)},
-         z_concat,
-         KILN_SHAPE(2, 2),
-         {1, 2, 1, 2},
-         1,
-         {{0}, {2, 2}}},
-        {"empty slice",
-         1,
-         {KILN_SHAPE(2, 3)},
-         z_slice,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0, 0, 0, 0, 0, 0}}},
-        {"reshape inferring around 0",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_reshape,
-         KILN_SHAPE(3, 0),
-         {0},
-         1,
-         {{0}}},
-        {"transpose",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_transpose,
-         KILN_SHAPE(3, 0),
-         {0},
-         1,
-         {{0}}},
-        {"broadcast to zero rows",
-         1,
-         {KILN_SHAPE(1, 3)},
-         z_broadcast,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0, 0, 0}}},
-        {"max over a non-empty axis",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_rmax1,
-         KILN_SHAPE(0),
-         {0},
-         1,
-         {{0}}},
-        {"fused chain",
-         1,
-         {KILN_SHAPE(2, 0)},
-         z_chain,
-         KILN_SHAPE(2, 0),
-         {0},
-         1,
-         {{0}}},
-        {"gelu",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_gelu,
-         KILN_SHAPE(0, 3),
-         {0},
-         1,
-         {{0}}},
-        {"argmax over a non-empty axis",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_argmax,
-         KILN_SHAPE(0),
-         {0},
-         0,
-         {{0}}},
-        {"one-hot of no labels",
-         0,
-         {KILN_SCALAR},
-         z_one_hot,
-         KILN_SHAPE(0, 4),
-         {0},
-         0,
-         {{0}}},
-        {"cast",
-         1,
-         {KILN_SHAPE(0, 3)},
-         z_cast,
-         KILN_SHAPE(0, 3),
-         {0},
-         0,
-         {{0}}},
+        {"add broadcast", 2, {KILN_SHAPE(0, 3), KILN_SHAPE(3)}, z_add,
+         KILN_SHAPE(0, 3), {0}, 1, {{0}, {0, 0, 0}}},
+        {"sum over an empty axis", 1, {KILN_SHAPE(0, 3)}, z_sum0,
+         KILN_SHAPE(3), {0, 0, 0}, 1, {{0}}},
+        {"mean over an empty axis", 1, {KILN_SHAPE(0, 3)}, z_mean0,
+         KILN_SHAPE(3), {NAN, NAN, NAN}, 1, {{0}}},
+        {"sum of nothing", 1, {KILN_SHAPE(2, 0)}, z_sum_all,
+         KILN_SCALAR, {0}, 1, {{0}}},
+        {"mean of nothing", 1, {KILN_SHAPE(2, 0)}, z_mean_all,
+         KILN_SCALAR, {NAN}, 1, {{0}}},
+        {"sum keepdims", 1, {KILN_SHAPE(2, 0)}, z_sum1_keep,
+         KILN_SHAPE(2, 1), {0, 0}, 1, {{0}}},
+        {"mean keepdims", 1, {KILN_SHAPE(2, 0)}, z_mean1_keep,
+         KILN_SHAPE(2, 1), {NAN, NAN}, 1, {{0}}},
+        {"matmul with k = 0", 2, {KILN_SHAPE(2, 0), KILN_SHAPE(0, 3)},
+         z_matmul, KILN_SHAPE(2, 3), {0, 0, 0, 0, 0, 0}, 1, {{0}, {0}}},
+        {"matmul^T with k = 0", 2, {KILN_SHAPE(0, 2), KILN_SHAPE(3, 0)},
+         z_matmul_tt, KILN_SHAPE(2, 3), {0, 0, 0, 0, 0, 0}, 1, {{0}, {0}}},
+        {"matmul with m = 0", 2, {KILN_SHAPE(0, 2), KILN_SHAPE(2, 3)},
+         z_matmul, KILN_SHAPE(0, 3), {0}, 1, {{0}, {0, 0, 0, 0, 0, 0}}},
+        {"batched matmul with k = 0", 2,
+         {KILN_SHAPE(2, 1, 0), KILN_SHAPE(2, 0, 2)}, z_matmul,
+         KILN_SHAPE(2, 1, 2), {0, 0, 0, 0}, 1, {{0}, {0}}},
+        {"batched matmul with no batches", 2,
+         {KILN_SHAPE(0, 1, 2), KILN_SHAPE(2, 3)}, z_matmul,
+         KILN_SHAPE(0, 1, 3), {0}, 1, {{0}, {0, 0, 0, 0, 0, 0}}},
+        {"softmax of no rows", 1, {KILN_SHAPE(0, 3)}, z_softmax1,
+         KILN_SHAPE(0, 3), {0}, 1, {{0}}},
+        {"softmax cross-entropy mean of no rows", 1, {KILN_SHAPE(0, 3)},
+         z_ce_mean, KILN_SCALAR, {NAN}, 1, {{0}}},
+        {"softmax cross-entropy sum of no rows", 1, {KILN_SHAPE(0, 3)},
+         z_ce_sum, KILN_SCALAR, {0}, 1, {{0}}},
+        {"nll loss of no rows", 1, {KILN_SHAPE(0, 3)}, z_nll,
+         KILN_SCALAR, {NAN}, 0, {{0}}},
+        {"binary cross-entropy of nothing", 1, {KILN_SHAPE(0, 3)}, z_bce,
+         KILN_SCALAR, {NAN}, 1, {{0}}},
+        {"pad an empty tensor", 1, {KILN_SHAPE(0, 2)}, z_pad,
+         KILN_SHAPE(2, 2), {5, 5, 5, 5}, 1, {{0}}},
+        {"concat with an empty part", 2, {KILN_SHAPE(0, 2), KILN_SHAPE(1, 2)},
+         z_concat, KILN_SHAPE(2, 2), {1, 2, 1, 2}, 1, {{0}, {2, 2}}},
+        {"empty slice", 1, {KILN_SHAPE(2, 3)}, z_slice,
+         KILN_SHAPE(0, 3), {0}, 1, {{0, 0, 0, 0, 0, 0}}},
+        {"reshape inferring around 0", 1, {KILN_SHAPE(0, 3)}, z_reshape,
+         KILN_SHAPE(3, 0), {0}, 1, {{0}}},
+        {"transpose", 1, {KILN_SHAPE(0, 3)}, z_transpose,
+         KILN_SHAPE(3, 0), {0}, 1, {{0}}},
+        {"permute 3-d", 1, {KILN_SHAPE(2, 0, 3)}, z_permute3,
+         KILN_SHAPE(3, 2, 0), {0}, 1, {{0}}},
+        {"broadcast to zero rows", 1, {KILN_SHAPE(1, 3)}, z_broadcast,
+         KILN_SHAPE(0, 3), {0}, 1, {{0, 0, 0}}},
+        {"max over a non-empty axis", 1, {KILN_SHAPE(0, 3)}, z_rmax1,
+         KILN_SHAPE(0), {0}, 1, {{0}}},
+        {"mean of maxes of no rows", 1, {KILN_SHAPE(0, 3)}, z_mean_max,
+         KILN_SCALAR, {NAN}, 1, {{0}}},
+        {"fused chain", 1, {KILN_SHAPE(2, 0)}, z_chain,
+         KILN_SHAPE(2, 0), {0}, 1, {{0}}},
+        {"fused sum over an empty axis", 1, {KILN_SHAPE(0, 3)}, z_fused_sum,
+         KILN_SHAPE(1, 3), {0, 0, 0}, 1, {{0}}},
+        {"select", 2, {KILN_SHAPE(0, 3), KILN_SHAPE(3)}, z_select,
+         KILN_SHAPE(0, 3), {0}, 1, {{0}, {0, 0, 0}}},
+        {"gelu", 1, {KILN_SHAPE(0, 3)}, z_gelu,
+         KILN_SHAPE(0, 3), {0}, 1, {{0}}},
+        {"argmax over a non-empty axis", 1, {KILN_SHAPE(0, 3)}, z_argmax,
+         KILN_SHAPE(0), {0}, 0, {{0}}},
+        {"one-hot of no labels", 0, {KILN_SCALAR}, z_one_hot,
+         KILN_SHAPE(0, 4), {0}, 0, {{0}}},
+        {"cast", 1, {KILN_SHAPE(0, 3)}, z_cast,
+         KILN_SHAPE(0, 3), {0}, 0, {{0}}},
     };
+    /* clang-format on */
     int saved = kiln_cpu_use_reference(-1);
     for (int ref = 0; ref < 2; ref++) {
         kiln_cpu_use_reference(ref);
@@ -853,6 +736,65 @@ static void test_too_many_classes(void **state)
     kiln_graph_free(g);
 }
 
+/* Extreme arguments anywhere a size is computed: an error, never a crash
+   or a UBSan report (the sanitizer build aborts on one). */
+static void test_extreme_arguments(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    int64_t a[2] = {INT64_MIN, INT64_MIN}, b[2] = {INT64_MAX, INT64_MAX};
+    kiln_slice(g, x, a, b);
+    th_expect_graph_error(g, "kiln_slice");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_slice(g, x, b, a);
+    th_expect_graph_error(g, "kiln_slice");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_pad(g, x, a, b, 0.0f);
+    th_expect_graph_error(g, "kiln_pad");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_reshape(g, x, KILN_SHAPE(INT64_MIN, -1));
+    th_expect_graph_error(g, "kiln_reshape");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_reshape(g, x, KILN_SHAPE(-1, INT64_MAX));
+    th_expect_graph_error(g, "kiln_reshape");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_concat(g, &x, 1, INT_MIN);
+    th_expect_graph_error(g, "kiln_concat");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_softmax(g, x, INT_MIN);
+    th_expect_graph_error(g, "kiln_softmax");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+    kiln_dot(g, x, x, INT_MAX);
+    th_expect_graph_error(g, "kiln_dot");
+    kiln_graph_clear(g);
+    kiln_node *l = kiln_input(g, "l", KILN_I32, KILN_SHAPE(P32));
+    kiln_one_hot(g, l, INT_MAX);
+    th_expect_graph_error(g, "kiln_one_hot");
+    kiln_graph_clear(g);
+
+    /* named axes: lengths and dual positions at their limits */
+    kiln_axis big = kiln_axis_make("B", P32, 0);
+    kiln_axis c = kiln_axis_make("C", P32, 0);
+    kiln_ax_placeholder(g, "x", KILN_AXES(big, c));
+    th_expect_graph_error(g, "more than 2^40");
+    kiln_graph_clear(g);
+    kiln_axis d = kiln_axis_dual(kiln_axis_dual(c, INT_MAX), 1);
+    assert_int_equal(d.length, -1);
+    d = kiln_axis_dual(kiln_axis_dual(c, INT_MIN), -1);
+    assert_int_equal(d.length, -1);
+    kiln_ax_placeholder(g, "x", KILN_AXES(d));
+    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
+    kiln_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -868,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_softmax_ce_no_classes_kernel),
         cmocka_unit_test(test_mixture_huge),
         cmocka_unit_test(test_too_many_classes),
+        cmocka_unit_test(test_extreme_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

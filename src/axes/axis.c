@@ -1,4 +1,5 @@
 /* Axes as values, and kiln_ax construction: leaves, wrapping, alignment. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,11 @@ kiln_axis kiln_axis_make(const char *name, int64_t length, int batch)
 
 kiln_axis kiln_axis_dual(kiln_axis a, int offset)
 {
-    a.dual += offset;
+    if ((offset > 0 && a.dual > INT_MAX - offset) ||
+        (offset < 0 && a.dual < INT_MIN - offset))
+        a.length = -1; /* no such position: an invalid axis */
+    else
+        a.dual += offset;
     return a;
 }
 
