@@ -230,7 +230,7 @@ static int create_temp(io_atomic *a, const char *dir, io_err *e)
             a->fd = -1;
             continue;
         }
-        if ((a->hold = dup(a->fd)) < 0)
+        if ((a->hold = fcntl(a->fd, F_DUPFD_CLOEXEC, 0)) < 0)
             return io_fail(e, "cannot duplicate a descriptor: %s",
                            strerror(errno));
         return 0;
