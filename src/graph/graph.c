@@ -123,7 +123,11 @@ int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x)
 
 int kiln_node_stale(const kiln_node *n)
 {
-    return n->gen != n->graph->gen;
+    const kiln_graph *g = n->graph;
+    /* a pointer into memory reused by something else than a node of this
+       build fails the second test */
+    return n->gen != g->gen || n->id < 0 || n->id >= g->n_nodes ||
+           g->nodes[n->id] != n;
 }
 
 int kiln_node_live(kiln_node *n, const char *fn)

@@ -119,7 +119,8 @@ kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
    A graph that already failed returns 0 silently. */
 int kiln_graph_check(kiln_graph *g, const char *fn, kiln_node *x);
 /* 1 when n was built before the last kiln_graph_clear of its graph (its
-   memory is then the previous generation's, kept for this check). */
+   memory is then the previous generation's, kept for this check) or is not
+   one of its nodes.  Not for the poison node. */
 int kiln_node_stale(const kiln_node *n);
 /* 1 when n is a usable node to mark or rename: 0 for NULL or poisoned n,
    and for a stale n, which also records an error naming fn. */

@@ -37,7 +37,7 @@ struct kiln_function {
     int n_in, n_out;
     assignment *assigns;
     int n_assigns;
-    void **in_ptrs; /* step operand arrays */
+    void **in_ptrs;        /* step operand arrays */
     kiln_function **owner; /* cleared when the function is freed */
 };
 
@@ -75,24 +75,25 @@ static kiln_status check_compile_args(kiln_session *s, kiln_graph *g,
     if ((!outputs && n_out) || n_out < 0 || (!inputs && n_in) || n_in < 0)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "%s: outputs or inputs array is NULL", fn);
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; i < n_out; i++) {
         if (!outputs[i] || outputs[i]->graph != g ||
             outputs[i]->op == KILN_OP_ERROR)
             return kiln_session_fail(s, KILN_ERR_ARG,
                                      "%s: output %d is NULL, poisoned or from "
                                      "another graph",
                                      fn, i);
-        else if (kiln_node_stale(outputs[i]))
+        if (kiln_node_stale(outputs[i]))
             return kiln_session_fail(s, KILN_ERR_ARG,
                                      "%s: output %d was built before "
                                      "kiln_graph_clear",
                                      fn, i);
+    }
     for (int i = 0; i < n_in; i++) {
         if (!inputs[i] || inputs[i]->graph != g)
             return kiln_session_fail(
                 s, KILN_ERR_ARG, "%s: input %d is NULL or from another graph",
                 fn, i);
-        if (kiln_node_stale(inputs[i]))
+        if (inputs[i]->op != KILN_OP_ERROR && kiln_node_stale(inputs[i]))
             return kiln_session_fail(s, KILN_ERR_ARG,
                                      "%s: input %d was built before "
                                      "kiln_graph_clear",
