@@ -237,6 +237,27 @@ static void test_idx_size_checked_first(void **state)
     run_capped(read_short_idx);
 }
 
+/* A pipe has no size to check against: its data is read as it comes. */
+static void test_idx_from_pipe(void **state)
+{
+    (void)state;
+    static const unsigned char b[11] = {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 255};
+    int fds[2];
+    char path[64];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], b, sizeof b), (ssize_t)sizeof b);
+    close(fds[1]);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    kiln_tensor *t = kiln_idx_read(path, KILN_F32);
+    close(fds[0]);
+    if (!t)
+        fail_msg("%s", kiln_last_error());
+    assert_int_equal(kiln_tensor_numel(t), 3);
+    const float *v = kiln_tensor_f32(t);
+    assert_true(v[0] == 7.0f && v[1] == 8.0f && v[2] == 255.0f);
+    kiln_tensor_free(t);
+}
+
 /* ---------------------------------------------------------------- npz */
 
 /* A zip archive of one deflated member "big.npy" whose directory claims
@@ -574,6 +595,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idx_huge_claim_plain),
         cmocka_unit_test(test_idx_huge_claim_gzip),
         cmocka_unit_test(test_idx_size_checked_first),
+        cmocka_unit_test(test_idx_from_pipe),
         cmocka_unit_test(test_npz_huge_member_claim),
         cmocka_unit_test(test_safetensors_no_tensors),
         cmocka_unit_test(test_safetensors_many_entries),

@@ -123,8 +123,8 @@ static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e)
 }
 
 /* A plain file's size bounds the data before anything is allocated; a
-   gzip stream's size is unknown until read, so its buffer grows as the
-   data arrives. */
+   gzip stream's size (or a pipe's, file_size -1) is unknown until read, so
+   its buffer grows as the data arrives. */
 static kiln_tensor *read_idx(io_reader *r, idx_file f, int64_t file_size,
                              kiln_dtype as, io_err *e)
 {
@@ -134,7 +134,7 @@ static kiln_tensor *read_idx(io_reader *r, idx_file f, int64_t file_size,
     int64_t numel = kiln_shape_numel(shape);
     int64_t have = file_size - 4 - 4 * (int64_t)shape.ndim;
     kiln_tensor *t = NULL;
-    if (!idx_is_plain(f)) {
+    if (!idx_is_plain(f) || file_size < 0) {
         t = io_read_tensor_growing(r, IO_U8, as, shape, e);
     } else if (have < numel) {
         io_fail(e, "truncated: expected %" PRId64 " data bytes, got %" PRId64,
@@ -167,7 +167,8 @@ static kiln_tensor *read_idx_fd(int fd, kiln_dtype as, io_err *e)
         return NULL;
     }
     io_reader r = {idx_reader_read, f};
-    kiln_tensor *t = read_idx(&r, f, (int64_t)st.st_size, as, e);
+    kiln_tensor *t =
+        read_idx(&r, f, S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1, as, e);
     idx_close(f);
     return t;
 }
