@@ -95,15 +95,6 @@ int kiln_dim_add(int64_t a, int64_t b, int64_t *out)
     return 1;
 }
 
-int kiln_dim_mul(int64_t a, int64_t b, int64_t *out)
-{
-    if (a < 0 || b < 0 || a > KILN_MAX_NUMEL || b > KILN_MAX_NUMEL ||
-        (a > 1 && b > KILN_MAX_NUMEL / a))
-        return 0;
-    *out = a * b;
-    return 1;
-}
-
 char *kiln_shape_str(kiln_shape s, char *buf, size_t n)
 {
     if (!buf || n == 0)

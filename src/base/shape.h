@@ -25,10 +25,9 @@ const char *kiln_shape_size(kiln_shape s, size_t elem_size, int64_t *numel,
                             size_t *bytes);
 /* 1 when kiln_shape_size accepts s. */
 int kiln_shape_valid(kiln_shape s);
-/* Checked dimension arithmetic for builders: *out = a + b (or a * b) when
-   a, b >= 0 and the result is at most KILN_MAX_NUMEL; otherwise 0. */
+/* Checked dimension arithmetic for builders (pad, concat): *out = a + b
+   when a, b >= 0 and the sum is at most KILN_MAX_NUMEL; otherwise 0. */
 int kiln_dim_add(int64_t a, int64_t b, int64_t *out);
-int kiln_dim_mul(int64_t a, int64_t b, int64_t *out);
 int kiln_shape_equal(kiln_shape a, kiln_shape b);
 /* Row-major element strides. */
 void kiln_shape_strides(kiln_shape s, int64_t *strides);
