@@ -156,28 +156,19 @@ static int all_of(const char *s, size_t n, const char *set)
     return 1;
 }
 
-/* Whether entry is a temporary of the file name: ours, or the
-   "<name>.tmp.XXXXXX" (and libzip's "<name>.tmp.XXXXXX.XXXXXX") that
-   earlier versions left behind. */
+/* Whether entry is one of our temporaries of the file name. Names in any
+   other pattern (earlier versions' "<name>.tmp.XXXXXX" among them) are
+   left alone: a user's "<name>.tmp.backup" must never be deleted. */
 static int is_temp_of(const char *entry, const char *name)
 {
-    static const char ALNUM[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                "abcdefghijklmnopqrstuvwxyz0123456789";
-    size_t pre = prefix_len(name), n = strlen(entry), nl = strlen(name);
+    size_t pre = prefix_len(name), n = strlen(entry);
     char head[HASH_LEN + 3];
     snprintf(head, sizeof head, ".%08x.", (unsigned)name_hash(name));
-    if (n == pre + TMP_EXTRA && entry[0] == '.' &&
-        !memcmp(entry + 1, name, pre) &&
-        !memcmp(entry + 1 + pre, head, HASH_LEN + 2) &&
-        all_of(entry + pre + HASH_LEN + 3, RAND_LEN, RAND_CHARS) &&
-        !strcmp(entry + n - 4, ".tmp"))
-        return 1;
-    if (n < nl + 11 || memcmp(entry, name, nl) ||
-        memcmp(entry + nl, ".tmp.", 5) || !all_of(entry + nl + 5, 6, ALNUM))
-        return 0;
-    const char *rest = entry + nl + 11;
-    return !*rest ||
-           (rest[0] == '.' && strlen(rest) == 7 && all_of(rest + 1, 6, ALNUM));
+    return n == pre + TMP_EXTRA && entry[0] == '.' &&
+           !memcmp(entry + 1, name, pre) &&
+           !memcmp(entry + 1 + pre, head, HASH_LEN + 2) &&
+           all_of(entry + pre + HASH_LEN + 3, RAND_LEN, RAND_CHARS) &&
+           !strcmp(entry + n - 4, ".tmp");
 }
 
 /* Removes the temporaries of name in dir that no writer holds: a live
