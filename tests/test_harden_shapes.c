@@ -2,9 +2,11 @@
    is checked against KILN_MAX_NUMEL, zero-size dimensions follow one rule
    (docs/ops.md, "Zero-size dimensions"), and kiln_call cannot write past its
    node map. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "test_helpers.h"
 
 #include <limits.h>
+#include <unistd.h>
 
 #include "base/shape.h"
 #include "cpu/kernels.h"
@@ -790,6 +792,60 @@ static void test_extreme_arguments(void **state)
     kiln_graph_free(g);
 }
 
+/* A zero-size variable trains (Adam with gradient clipping, whose global
+   norm includes the empty gradient) and saves and loads in every format. */
+static void test_zero_size_variable_train_save(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kiln_harden_shapes_XXXXXX", paths[3][64];
+    assert_non_null(mkdtemp(dir));
+    const char *ext[] = {"npz", "bin", "safetensors"};
+    for (int f = 0; f < 3; f++) {
+        snprintf(paths[f], sizeof paths[f], "%s/zero.%s", dir, ext[f]);
+        kiln_session *s = kiln_session_new(NULL);
+        kiln_graph *g = kiln_graph_new();
+        float bv[3] = {1, 2, 3};
+        kiln_node *w =
+            kiln_variable(g, "w", KILN_F32, KILN_SHAPE(0, 3), kiln_init_ones());
+        kiln_node *b = kiln_variable(g, "b", KILN_F32, KILN_SHAPE(3),
+                                     kiln_init_values(bv));
+        kiln_node *loss =
+            kiln_add(g, kiln_sum(g, kiln_add(g, w, b), KILN_ALL_AXES, 0),
+                     kiln_sum(g, b, KILN_ALL_AXES, 0));
+        kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);
+        o.lr = 0.1f;
+        o.clip_norm = 10.0f;
+        kiln_optimizer *opt = kiln_optimizer_new(s, &o);
+        assert_non_null(opt);
+        if (kiln_backprop(s, g, loss) != KILN_OK ||
+            kiln_optimizer_update(opt, g) != KILN_OK)
+            fail_msg("%s", kiln_session_error(s));
+        /* the first Adam step moves every element by lr (dloss/db = 1) */
+        kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(3));
+        assert_int_equal(kiln_variable_read(s, "b", t), KILN_OK);
+        float want[3] = {0.9f, 1.9f, 2.9f};
+        th_assert_close_f("b after one step", kiln_tensor_f32(t), want, 3, 1e-5,
+                          1e-6);
+        if (kiln_session_save(s, paths[f]) != KILN_OK)
+            fail_msg("save %s: %s", paths[f], kiln_session_error(s));
+        kiln_session *s2 = kiln_session_new(NULL);
+        if (kiln_session_load(s2, paths[f]) != KILN_OK)
+            fail_msg("load %s: %s", paths[f], kiln_session_error(s2));
+        kiln_tensor *e = kiln_tensor_new(KILN_F32, KILN_SHAPE(0, 3));
+        assert_int_equal(kiln_variable_read(s2, "w", e), KILN_OK);
+        assert_int_equal(kiln_variable_read(s2, "b", t), KILN_OK);
+        th_assert_close_f("b loaded", kiln_tensor_f32(t), want, 3, 1e-6, 0);
+        remove(paths[f]);
+        kiln_tensor_free(e);
+        kiln_tensor_free(t);
+        kiln_session_free(s2);
+        kiln_optimizer_free(opt);
+        kiln_graph_free(g);
+        kiln_session_free(s);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -806,6 +862,7 @@ int main(void)
         cmocka_unit_test(test_mixture_huge),
         cmocka_unit_test(test_too_many_classes),
         cmocka_unit_test(test_extreme_arguments),
+        cmocka_unit_test(test_zero_size_variable_train_save),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
