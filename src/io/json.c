@@ -157,9 +157,7 @@ int json_string(json_cursor *c, char **out)
        allocations): escapes never produce more bytes than they take. */
     const char *close = c->s;
     while (close < c->end && *close != '"')
-        close += *close == '\\' ? 2 : 1;
-    if (close > c->end)
-        close = c->end;
+        close += *close == '\\' && c->end - close >= 2 ? 2 : 1;
     char *o = malloc((size_t)(close - c->s) + 1);
     size_t n = 0;
     if (!o)
