@@ -848,7 +848,11 @@ typedef struct kiln_gradcheck_result {
    variables or inputs in wrt against central finite differences with step
    eps (double accumulation).  Inputs in feeds (n_feed pairs) are fed by
    value.  KILN_OK when every element satisfies |a-n| <= tol*(1+|n|), else
-   KILN_ERR_NUMERIC with the worst element in res. */
+   KILN_ERR_NUMERIC with the worst element in res.  KILN_ERR_ARG
+   (kiln_session_error) for bad arguments (eps or tol not finite and > 0, a
+   loss not of g, a wrt that is not an f32 variable or input of g) and
+   KILN_ERR_SHAPE for a loss that is not an f32 scalar, both checked before
+   g is touched. */
 kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                            kiln_node *const *wrt, int n_wrt,
                            kiln_node *const *feed_nodes,
@@ -1216,7 +1220,8 @@ kiln_status kiln_mixture_batch(kiln_mixture *m, int n, float *x, int32_t *y);
    range. */
 const float *kiln_mixture_mean(const kiln_mixture *m, int c);
 
-/* A terminal progress bar (plain lines when out is not a terminal). */
+/* A terminal progress bar (plain lines when out is not a terminal).  The
+   three calls ignore a NULL p; any done and total are drawn safely. */
 typedef struct kiln_progress {
     FILE *out;
     const char *label;
@@ -1267,8 +1272,9 @@ kiln_tensor *kiln_tensor_list_get(const kiln_tensor_list *l, int i);
 /* The tensor named name, or NULL when there is none. */
 kiln_tensor *kiln_tensor_list_find(const kiln_tensor_list *l, const char *name);
 /* Appends t under a copy of name and takes ownership of t.  KILN_ERR_ARG
-   (kiln_last_error) for a NULL or empty argument or a duplicate name; on
-   error the caller keeps t. */
+   (kiln_last_error) for a NULL or empty argument, a duplicate name or a
+   tensor already added to a list (this or another); on error the caller
+   keeps t. */
 kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
                                  kiln_tensor *t);
 

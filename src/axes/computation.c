@@ -135,7 +135,7 @@ static kiln_status compile(kiln_computation *c, const char *fn)
 kiln_status kiln_computation_call(kiln_computation *c, kiln_tensor *const *in)
 {
     if (!c)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_computation_call", "computation");
     kiln_status st = compile(c, "kiln_computation_call");
     if (st != KILN_OK)
         return st;
@@ -161,7 +161,8 @@ float kiln_computation_scalar(const kiln_computation *c, int i)
 kiln_status kiln_computation_print(kiln_computation *c, FILE *out)
 {
     if (!c || !out)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_computation_print",
+                             c ? "stream" : "computation");
     kiln_status st = compile(c, "kiln_computation_print");
     if (st != KILN_OK)
         return st;

@@ -12,6 +12,12 @@ void kiln_set_last_error(const char *fmt, ...)
     va_end(ap);
 }
 
+kiln_status kiln_null_arg(const char *fn, const char *what)
+{
+    kiln_set_last_error("%s: %s is NULL", fn, what);
+    return KILN_ERR_ARG;
+}
+
 const char *kiln_last_error(void)
 {
     return last_error;

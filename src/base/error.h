@@ -15,4 +15,9 @@
 /* Records a message for kiln_last_error() (thread-local). */
 void kiln_set_last_error(const char *fmt, ...) KILN_PRINTF(1, 2);
 
+/* For a NULL argument of a function whose own object is missing or cannot
+   hold a message: records "fn: what is NULL" for kiln_last_error() and
+   returns KILN_ERR_ARG, so no failure leaves a stale message behind. */
+kiln_status kiln_null_arg(const char *fn, const char *what);
+
 #endif

@@ -9,6 +9,7 @@ struct kiln_tensor {
     kiln_shape shape;
     void *data;
     int owned;
+    int listed; /* owned by a kiln_tensor_list: a second add is refused */
 };
 
 size_t kiln_tensor_bytes(const kiln_tensor *t);

@@ -159,7 +159,7 @@ kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
                        kiln_node *const *xs, int n, kiln_node **out)
 {
     if (!g)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_grads", "graph");
     return grads(g, "kiln_grads", y, delta, xs, n, out);
 }
 

@@ -296,7 +296,7 @@ void kiln_node_format(const kiln_node *n, const char *op, char quote, char *buf,
 kiln_status kiln_graph_print(const kiln_graph *g, FILE *out)
 {
     if (!g || !out)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_graph_print", g ? "stream" : "graph");
     char line[1024];
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node_format(g->nodes[i], NULL, '"', line, sizeof line);
@@ -308,7 +308,7 @@ kiln_status kiln_graph_print(const kiln_graph *g, FILE *out)
 kiln_status kiln_graph_write_dot(const kiln_graph *g, FILE *out)
 {
     if (!g || !out)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_graph_write_dot", g ? "stream" : "graph");
     char buf[128];
     fprintf(out, "digraph kiln {\n  rankdir=LR;\n  node [shape=box];\n");
     for (int i = 0; i < g->n_nodes; i++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/tensor.h"
 #include "io/formats.h"
 #include "kiln.h"
 
@@ -127,6 +128,13 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
         kiln_set_last_error("kiln_tensor_list_add: duplicate name '%s'", name);
         return KILN_ERR_ARG;
     }
+    if (t->listed) {
+        /* Two owners would free it twice. */
+        kiln_set_last_error("kiln_tensor_list_add: the tensor for '%s' "
+                            "already belongs to a list",
+                            name);
+        return KILN_ERR_ARG;
+    }
     size_t n = strlen(name);
     char *copy = malloc(n + 1);
     if (!copy || grow(l)) {
@@ -138,6 +146,7 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
     l->slots[find_slot(l, copy)] = l->count;
     l->items[l->count].name = copy;
     l->items[l->count].tensor = t;
+    t->listed = 1;
     l->count++;
     return KILN_OK;
 }

@@ -177,7 +177,7 @@ kiln_status kiln_host_store(kiln_program *p, kiln_stream *s, kiln_node *x)
 {
     const char *fn = "kiln_host_store";
     if (!p)
-        return KILN_ERR_ARG;
+        return kiln_null_arg(fn, "program");
     if (!check_stream(p, fn, s, 0) || !kiln_graph_check(p->g, fn, x))
         return p->g->status;
     char b1[96], b2[96];
@@ -219,7 +219,7 @@ kiln_node *kiln_scaled_add_inplace(kiln_program *p, kiln_node *x, kiln_node *y,
 kiln_status kiln_program_compile(kiln_program *p, kiln_session *s)
 {
     if (!p)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_program_compile", "program");
     if (!s)
         return program_fail(p, KILN_ERR_ARG,
                             "kiln_program_compile: session is NULL");
@@ -281,7 +281,7 @@ kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
 {
     const char *fn = "kiln_program_run";
     if (!p)
-        return KILN_ERR_ARG;
+        return kiln_null_arg(fn, "program");
     if (!p->f && p->session_freed)
         return program_fail(p, KILN_ERR_STATE,
                             "%s: the program's session was freed: compile it "

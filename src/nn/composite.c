@@ -174,7 +174,7 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
 {
     const char *fn = "kiln_nll_loss_with_softmax_grad";
     if (!g)
-        return KILN_ERR_ARG;
+        return kiln_null_arg(fn, "graph");
     if (!loss || !dlogits) {
         kiln_graph_fail(g, KILN_ERR_ARG, "%s: loss or dlogits is NULL", fn);
         return g->status;

@@ -24,7 +24,7 @@ int kiln_node_is_checkpoint(const kiln_node *n)
 kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on)
 {
     if (!g)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_graph_set_checkpointing", "graph");
     g->checkpointing = on != 0;
     return KILN_OK;
 }

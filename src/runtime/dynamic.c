@@ -14,7 +14,7 @@
 kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on)
 {
     if (!g)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_graph_set_check_finite", "graph");
     g->check_finite = on != 0;
     return KILN_OK;
 }
@@ -138,7 +138,7 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
 {
     char b1[96], b2[96];
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_feed", "session");
     if (!node_ok(s, input, "kiln_feed"))
         return KILN_ERR_ARG;
     if (!t)
@@ -348,7 +348,7 @@ static kiln_status run_nodes(kiln_pass *r, int first)
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_forward", "session");
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_forward: graph is NULL");
@@ -405,7 +405,7 @@ static void keep_results(kiln_graph *g, kiln_node *loss, kiln_node **adj)
 kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_backward", "session");
     kiln_status st = check_loss(s, g, loss);
     if (st != KILN_OK)
         return st;
@@ -539,7 +539,7 @@ const float *kiln_node_grad_f32(const kiln_node *n)
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_sgd_step", "session");
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_sgd_step: graph is NULL");

@@ -432,7 +432,7 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out)
 {
     if (!f)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_run", "function");
     kiln_session *s = f->s;
     if ((f->n_in && !in) || (f->n_out && !out))
         return kiln_session_fail(s, KILN_ERR_ARG,
@@ -556,7 +556,7 @@ static void print_step(const kiln_node *n, FILE *out)
 kiln_status kiln_function_print(const kiln_function *f, FILE *out)
 {
     if (!f || !out)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_function_print", f ? "stream" : "function");
     fprintf(out,
             "function: %d inputs, %d outputs, %d kernels, %zu bytes of "
             "buffers (%zu with one buffer per value)\n",

@@ -34,16 +34,33 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
 {
     const char *fn = "kiln_gradcheck";
     if (!s)
-        return KILN_ERR_ARG;
-    if (!g || !loss || !wrt || n_wrt < 1 ||
-        (n_feed && (!feed_nodes || !feeds)) || eps <= 0 || tol <= 0)
+        return kiln_null_arg(fn, "session");
+    /* NaN eps or tol would pass every comparison: a check that cannot fail;
+       they must be finite and > 0. */
+    if (!g || !loss || !wrt || n_wrt < 1 || n_feed < 0 ||
+        (n_feed && (!feed_nodes || !feeds)) || !(eps > 0) || !isfinite(eps) ||
+        !(tol > 0) || !isfinite(tol))
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: bad arguments", fn);
+    if (g->status != KILN_OK)
+        return kiln_session_fail(s, g->status, "%s: the graph failed: %s", fn,
+                                 g->err);
+    /* Checked here, before kiln_grads, so that bad arguments leave the
+       caller's graph unpoisoned. */
+    if (loss->graph != g || kiln_node_stale(loss) || loss->op == KILN_OP_ERROR)
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "%s: loss must be a live node of g", fn);
+    if (loss->dtype != KILN_F32 || kiln_shape_numel(loss->shape) != 1)
+        return kiln_session_fail(
+            s, KILN_ERR_SHAPE, "%s: loss %%%d must be an f32 scalar node of g",
+            fn, loss->id);
     for (int i = 0; i < n_wrt; i++)
-        if (!wrt[i] ||
+        if (!wrt[i] || wrt[i]->graph != g || kiln_node_stale(wrt[i]) ||
+            wrt[i]->dtype != KILN_F32 ||
             (wrt[i]->op != KILN_OP_VARIABLE && wrt[i]->op != KILN_OP_INPUT))
-            return kiln_session_fail(
-                s, KILN_ERR_ARG, "%s: wrt[%d] must be a variable or an input",
-                fn, i);
+            return kiln_session_fail(s, KILN_ERR_ARG,
+                                     "%s: wrt[%d] must be a variable or an "
+                                     "input of g, of dtype f32",
+                                     fn, i);
     kiln_gradcheck_result local = {0};
     if (!res)
         res = &local;

@@ -14,7 +14,7 @@ kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,
                                        int trainable)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_session_set_trainable", "session");
     if (!name)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_set_trainable: name is NULL");
@@ -30,7 +30,8 @@ kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,
 kiln_status kiln_session_print_variables(const kiln_session *s, FILE *out)
 {
     if (!s || !out)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_session_print_variables",
+                             s ? "stream" : "session");
     int64_t total = 0, trained = 0;
     for (int i = 0; i < s->n_vars; i++) {
         const kiln_var *v = &s->vars[i];

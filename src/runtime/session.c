@@ -207,8 +207,14 @@ int kiln_session_num_variables(const kiln_session *s)
 kiln_status kiln_session_variable_info(const kiln_session *s, int i,
                                        kiln_param_info *info)
 {
-    if (!s || !info || i < 0 || i >= s->n_vars)
+    const char *fn = "kiln_session_variable_info";
+    if (!s || !info)
+        return kiln_null_arg(fn, s ? "info" : "session");
+    if (i < 0 || i >= s->n_vars) {
+        kiln_set_last_error("%s: index %d is outside [0, %d)", fn, i,
+                            s->n_vars);
         return KILN_ERR_ARG;
+    }
     const kiln_var *v = &s->vars[i];
     info->name = v->name;
     info->dtype = v->dtype;
@@ -338,7 +344,7 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
 {
     char b1[96], b2[96];
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_session_declare", "session");
     if (!name || !*name)
         return kiln_session_fail(
             s, KILN_ERR_ARG, "kiln_session_declare: a variable needs a name");
@@ -392,8 +398,10 @@ static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
                         const char *fn)
 {
     char b1[96], b2[96];
-    if (!s)
+    if (!s) {
+        kiln_null_arg(fn, "session");
         return NULL;
+    }
     if (!name || !t) {
         kiln_session_fail(s, KILN_ERR_ARG, "%s: name or tensor is NULL", fn);
         return NULL;

@@ -181,7 +181,8 @@ kiln_status kiln_graph_workspace_stats(const kiln_graph *g,
                                        kiln_workspace_stats *st)
 {
     if (!g || !st)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_graph_workspace_stats",
+                             g ? "stats" : "graph");
     int cleared = g->workspace.used_total != g->ws_seen;
     st->reserved = g->workspace.reserved_total;
     st->used = g->workspace.used_total;

@@ -11,7 +11,7 @@ static const char *RNG_KEY = "__rng__";
 kiln_status kiln_session_save(kiln_session *s, const char *path)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_session_save", "session");
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_save: path is NULL");
@@ -130,7 +130,7 @@ static void commit(kiln_session *s, const kiln_tensor_list *l, staged_vars *st)
 kiln_status kiln_session_load(kiln_session *s, const char *path)
 {
     if (!s)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_session_load", "session");
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_load: path is NULL");

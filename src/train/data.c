@@ -1,5 +1,6 @@
 /* Datasets: MNIST loading, mini-batching and the Gaussian-mixture
    generator. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,7 +72,7 @@ kiln_status kiln_dataset_load(kiln_dataset *d, const char *images_path,
                               const char *labels_path, int classes, float scale)
 {
     if (!d)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_dataset_load", "dataset");
     memset(d, 0, sizeof *d);
     if (!images_path || !labels_path || classes < 1) {
         kiln_set_last_error("kiln_dataset_load: %s",
@@ -148,7 +149,7 @@ kiln_status kiln_mnist_dataset(kiln_dataset *d, const char *dir, int train,
                                float scale)
 {
     if (!d)
-        return KILN_ERR_ARG;
+        return kiln_null_arg("kiln_mnist_dataset", "dataset");
     memset(d, 0, sizeof *d);
     if (!dir) {
         kiln_set_last_error("kiln_mnist_dataset: NULL directory");
@@ -338,14 +339,20 @@ kiln_mixture *kiln_mixture_new(const double *pvals, int n_classes, int dims,
     }
     double total = 0;
     for (int c = 0; c < n_classes; c++) {
-        if (!(pvals[c] >= 0)) {
-            kiln_set_last_error("kiln_mixture_new: prior %d is negative", c);
+        if (!(pvals[c] >= 0) || !isfinite(pvals[c])) {
+            kiln_set_last_error("kiln_mixture_new: prior %d is %g: priors "
+                                "must be finite and >= 0",
+                                c, pvals[c]);
             return NULL;
         }
         total += pvals[c];
     }
-    if (total <= 0) {
-        kiln_set_last_error("kiln_mixture_new: priors sum to zero");
+    /* An infinite sum (huge priors) would turn every p / total into 0 and
+       draw one class only. */
+    if (!(total > 0) || !isfinite(total)) {
+        kiln_set_last_error("kiln_mixture_new: priors sum to %g, not a "
+                            "finite positive number",
+                            total);
         return NULL;
     }
     int64_t n_a, n_b;

@@ -15,6 +15,8 @@ double kiln_now(void)
 void kiln_progress_begin(kiln_progress *p, FILE *out, const char *label,
                          int64_t total)
 {
+    if (!p)
+        return;
     p->out = out ? out : stderr;
     p->label = label ? label : "";
     p->total = total;
@@ -27,6 +29,8 @@ void kiln_progress_begin(kiln_progress *p, FILE *out, const char *label,
 void kiln_progress_update(kiln_progress *p, int64_t done, double loss,
                           double samples_per_step)
 {
+    if (!p || !p->out)
+        return;
     p->done = done;
     double now = kiln_now();
     if (!p->tty || (now - p->last_draw < 0.1 && done < p->total))
@@ -34,8 +38,12 @@ void kiln_progress_update(kiln_progress *p, int64_t done, double loss,
     p->last_draw = now;
     double el = now - p->start;
     double rate = el > 0 ? (double)done * samples_per_step / el : 0;
-    double eta = done > 0 ? el * (double)(p->total - done) / (double)done : 0;
-    int width = 30, fill = p->total ? (int)(width * done / p->total) : width;
+    /* In double: done and total are the caller's and may be anything. */
+    double frac = p->total > 0 ? (double)done / (double)p->total : 1.0;
+    frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+    double eta =
+        done > 0 ? el * ((double)p->total - (double)done) / (double)done : 0;
+    int width = 30, fill = (int)(width * frac);
     char bar[64];
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '.';
@@ -48,6 +56,8 @@ void kiln_progress_update(kiln_progress *p, int64_t done, double loss,
 
 void kiln_progress_end(kiln_progress *p, const char *summary)
 {
+    if (!p || !p->out)
+        return;
     double el = kiln_now() - p->start;
     if (p->tty)
         fputc('\n', p->out);

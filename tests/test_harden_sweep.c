@@ -1,0 +1,427 @@
+/* Sweep of the public API with careless and hostile calls (issue 9): NULL
+   objects and arguments, bad counts, values that slip past comparisons
+   (NaN, infinities), overflowing positions and tensors given two owners.
+   Each call must fail with the documented status and a message naming the
+   function and the problem, with no memory error or undefined behaviour
+   (the ASan/UBSan build stops on either). */
+#define _DEFAULT_SOURCE
+#include <unistd.h>
+#include "test_helpers.h"
+
+#include <limits.h>
+
+/* got must be want, and msg must hold every needle. */
+static void want_err(kiln_status got, kiln_status want, const char *msg,
+                     const char *needle1, const char *needle2)
+{
+    if (got != want)
+        fail_msg("status %d (%s), want %d (%s); message \"%s\"", (int)got,
+                 kiln_status_str(got), (int)want, kiln_status_str(want),
+                 msg ? msg : "(null)");
+    assert_non_null(msg);
+    if (needle1 && !strstr(msg, needle1))
+        fail_msg("message \"%s\" lacks \"%s\"", msg, needle1);
+    if (needle2 && !strstr(msg, needle2))
+        fail_msg("message \"%s\" lacks \"%s\"", msg, needle2);
+}
+
+/* A message nobody would write, so that a stale kiln_last_error shows. */
+static void poison_last_error(void)
+{
+    kiln_tensor_free(kiln_tensor_new((kiln_dtype)99, KILN_SHAPE(1)));
+    assert_non_null(strstr(kiln_last_error(), "unsupported dtype"));
+}
+
+/* ------------------------------------------- NULL objects: kiln_last_error */
+
+/* Functions whose object is NULL have nowhere else to put the message:
+   kiln_last_error must name the function and the NULL argument, not keep
+   an older message. */
+static void test_null_objects_set_last_error(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_workspace_stats ws;
+    kiln_param_info info;
+    kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(2));
+    assert_non_null(g);
+    assert_non_null(s);
+    assert_non_null(t);
+    struct {
+        kiln_status st;
+        const char *fn, *what;
+    } cases[20];
+    int n = 0;
+#define CASE(call, fn_, what_)                                                 \
+    do {                                                                       \
+        poison_last_error();                                                   \
+        kiln_status st_ = (call);                                              \
+        want_err(st_, KILN_ERR_ARG, kiln_last_error(), fn_ ":", what_);        \
+        cases[n].st = st_;                                                     \
+        n++;                                                                   \
+    } while (0)
+    CASE(kiln_graph_print(NULL, stdout), "kiln_graph_print", "graph is NULL");
+    CASE(kiln_graph_print(g, NULL), "kiln_graph_print", "stream is NULL");
+    CASE(kiln_graph_write_dot(NULL, stdout), "kiln_graph_write_dot",
+         "graph is NULL");
+    CASE(kiln_graph_write_dot(g, NULL), "kiln_graph_write_dot",
+         "stream is NULL");
+    CASE(kiln_graph_workspace_stats(NULL, &ws), "kiln_graph_workspace_stats",
+         "graph is NULL");
+    CASE(kiln_graph_workspace_stats(g, NULL), "kiln_graph_workspace_stats",
+         "stats is NULL");
+    CASE(kiln_graph_set_checkpointing(NULL, 1), "kiln_graph_set_checkpointing",
+         "graph is NULL");
+    CASE(kiln_graph_set_check_finite(NULL, 1), "kiln_graph_set_check_finite",
+         "graph is NULL");
+    CASE(kiln_grads(NULL, NULL, NULL, NULL, 0, NULL), "kiln_grads",
+         "graph is NULL");
+    CASE(kiln_nll_loss_with_softmax_grad(NULL, NULL, NULL, NULL, NULL),
+         "kiln_nll_loss_with_softmax_grad", "graph is NULL");
+    CASE(kiln_feed(NULL, NULL, t), "kiln_feed", "session is NULL");
+    CASE(kiln_forward(NULL, g), "kiln_forward", "session is NULL");
+    CASE(kiln_backward(NULL, g, NULL), "kiln_backward", "session is NULL");
+    CASE(kiln_sgd_step(NULL, g, 0.1f), "kiln_sgd_step", "session is NULL");
+    CASE(kiln_session_variable_info(NULL, 0, &info),
+         "kiln_session_variable_info", "session is NULL");
+    CASE(kiln_session_variable_info(s, 0, NULL), "kiln_session_variable_info",
+         "info is NULL");
+    CASE(kiln_variable_read(NULL, "w", t), "kiln_variable_read",
+         "session is NULL");
+    CASE(kiln_variable_write(NULL, "w", t), "kiln_variable_write",
+         "session is NULL");
+    CASE(kiln_session_declare(NULL, "w", KILN_F32, KILN_SHAPE(2),
+                              kiln_init_zeros(), 1),
+         "kiln_session_declare", "session is NULL");
+    CASE(kiln_session_set_trainable(NULL, "w", 1), "kiln_session_set_trainable",
+         "session is NULL");
+    assert_int_equal(n, 20);
+    n = 0;
+    CASE(kiln_session_print_variables(NULL, stdout),
+         "kiln_session_print_variables", "session is NULL");
+    CASE(kiln_session_print_variables(s, NULL), "kiln_session_print_variables",
+         "stream is NULL");
+    CASE(kiln_session_save(NULL, "x.npz"), "kiln_session_save",
+         "session is NULL");
+    CASE(kiln_session_load(NULL, "x.npz"), "kiln_session_load",
+         "session is NULL");
+    CASE(kiln_run(NULL, NULL, NULL), "kiln_run", "function is NULL");
+    CASE(kiln_function_print(NULL, stdout), "kiln_function_print",
+         "function is NULL");
+    CASE(
+        kiln_gradcheck(NULL, g, NULL, NULL, 0, NULL, NULL, 0, 1e-3, 1e-2, NULL),
+        "kiln_gradcheck", "session is NULL");
+    CASE(kiln_computation_call(NULL, NULL), "kiln_computation_call",
+         "computation is NULL");
+    CASE(kiln_computation_print(NULL, stdout), "kiln_computation_print",
+         "computation is NULL");
+    CASE(kiln_program_compile(NULL, s), "kiln_program_compile",
+         "program is NULL");
+    CASE(kiln_program_run(NULL, NULL, 0), "kiln_program_run",
+         "program is NULL");
+    CASE(kiln_host_store(NULL, NULL, NULL), "kiln_host_store",
+         "program is NULL");
+    CASE(kiln_dataset_load(NULL, "a", "b", 10, 1.0f), "kiln_dataset_load",
+         "dataset is NULL");
+    CASE(kiln_mnist_dataset(NULL, "dir", 1, 1.0f), "kiln_mnist_dataset",
+         "dataset is NULL");
+#undef CASE
+    (void)cases;
+    kiln_tensor_free(t);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
+/* An index outside the variables is an error that says so (it used to
+   return KILN_ERR_ARG with no message at all). */
+static void test_variable_info_index_out_of_range(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_param_info info;
+    assert_int_equal(kiln_session_declare(s, "w", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_ones(), 1),
+                     KILN_OK);
+    int bad[] = {-1, 1, INT_MAX, INT_MIN};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        poison_last_error();
+        want_err(kiln_session_variable_info(s, bad[i], &info), KILN_ERR_ARG,
+                 kiln_last_error(), "kiln_session_variable_info: index",
+                 "is outside [0, 1)");
+    }
+    assert_int_equal(kiln_session_variable_info(s, 0, &info), KILN_OK);
+    assert_string_equal(info.name, "w");
+    assert_int_equal(info.shape.ndim, 1);
+    assert_int_equal(info.shape.d[0], 2);
+    assert_float_equal(((const float *)info.data)[1], 1.0f, 0);
+    kiln_session_free(s);
+}
+
+/* ------------------------------------------------------------ progress */
+
+/* A NULL progress bar is ignored (it used to dereference NULL), and any
+   done and total are drawn without overflow. */
+static void test_progress_null_and_extreme_counts(void **state)
+{
+    (void)state;
+    kiln_progress_begin(NULL, stdout, "x", 5);
+    kiln_progress_update(NULL, 1, 0.5, 1);
+    kiln_progress_end(NULL, "done");
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    kiln_progress p;
+    kiln_progress_begin(&p, f, "run", -5);
+    kiln_progress_update(&p, INT64_MAX, NAN, 1e300);
+    kiln_progress_update(&p, INT64_MIN, INFINITY, -1);
+    kiln_progress_end(&p, NULL);
+    kiln_progress_begin(&p, f, NULL, INT64_MAX);
+    kiln_progress_update(&p, INT64_MAX, 1.0, 1.0);
+    kiln_progress_end(&p, "ok");
+    /* Not a terminal: one line per _end, with the counts as given. */
+    rewind(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(strstr(line, "run -9223372036854775808/-5 steps"));
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(strstr(line, " 9223372036854775807/9223372036854775807 "
+                                 "steps"));
+    assert_non_null(strstr(line, " ok"));
+    fclose(f);
+}
+
+/* ------------------------------------------------------------ named axes */
+
+/* kiln_axis_dual with an offset that would overflow int used to be signed
+   overflow (UB); it now gives an invalid axis that builders refuse. */
+static void test_axis_dual_overflow_is_invalid(void **state)
+{
+    (void)state;
+    kiln_axis a = kiln_axis_make("C", 4, 0);
+    kiln_axis m = kiln_axis_dual(a, -1);
+    assert_int_equal(m.dual, -1);
+    assert_int_equal(m.length, 4);
+    kiln_axis lo = kiln_axis_dual(m, INT_MIN);
+    assert_int_equal(lo.length, -1);
+    kiln_axis hi = kiln_axis_dual(kiln_axis_dual(a, INT_MAX / 2), INT_MAX);
+    assert_int_equal(hi.length, -1);
+    kiln_axis edge = kiln_axis_dual(a, INT_MAX / 2);
+    assert_int_equal(edge.length, 4);
+    assert_int_equal(edge.dual, INT_MAX / 2);
+    kiln_graph *g = kiln_graph_new();
+    kiln_ax *x = kiln_ax_placeholder(g, "x", KILN_AXES(lo));
+    assert_non_null(x);
+    want_err(kiln_graph_status(g), KILN_ERR_ARG, kiln_graph_error(g),
+             "kiln_ax_placeholder: axis 0 ('C') is invalid", NULL);
+    kiln_graph_clear(g);
+    /* dot pairs a's axis with b's one dual position higher: at the edge of
+       the range that +1 must not overflow either. */
+    kiln_ax *p = kiln_ax_placeholder(g, "p", KILN_AXES(edge));
+    kiln_ax *q = kiln_ax_placeholder(g, "q", KILN_AXES(a));
+    kiln_ax_dot(g, p, q);
+    want_err(kiln_graph_status(g), KILN_ERR_ARG, kiln_graph_error(g),
+             "kiln_ax_dot:", "contracts no axis");
+    kiln_graph_free(g);
+}
+
+/* ------------------------------------------------------------ tensor lists */
+
+/* One tensor added twice (under two names, or to two lists) had two owners
+   and was freed twice; the second add is now refused and the caller keeps
+   the tensor. */
+static void test_tensor_list_refuses_second_owner(void **state)
+{
+    (void)state;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    kiln_tensor_list *l2 = kiln_tensor_list_new();
+    kiln_tensor *t = kiln_tensor_from_f32(KILN_SHAPE(2), (float[]){1, 2});
+    assert_int_equal(kiln_tensor_list_add(l, "a", t), KILN_OK);
+    want_err(kiln_tensor_list_add(l, "b", t), KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_list_add:", "already belongs to a list");
+    want_err(kiln_tensor_list_add(l2, "a", t), KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_list_add:", "already belongs to a list");
+    assert_int_equal(kiln_tensor_list_count(l), 1);
+    assert_int_equal(kiln_tensor_list_count(l2), 0);
+    assert_ptr_equal(kiln_tensor_list_get(l, 0), t);
+    assert_null(kiln_tensor_list_get(l, 1));
+    assert_null(kiln_tensor_list_get(l, -1));
+    assert_null(kiln_tensor_list_find(l, "b"));
+    /* The list still round-trips through a file with its one entry. */
+    char path[] = "/tmp/kiln_sweep_XXXXXX.npz";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(kiln_npz_write(path, l, 0), KILN_OK);
+    kiln_tensor_list *r = kiln_npz_read(path);
+    assert_non_null(r);
+    assert_int_equal(kiln_tensor_list_count(r), 1);
+    assert_float_equal(kiln_tensor_f32(kiln_tensor_list_get(r, 0))[1], 2.0f, 0);
+    /* A tensor read from a file is owned by its list too. */
+    want_err(kiln_tensor_list_add(l2, "again", kiln_tensor_list_get(r, 0)),
+             KILN_ERR_ARG, kiln_last_error(), "already belongs to a list",
+             NULL);
+    kiln_tensor_list_free(r);
+    unlink(path);
+    kiln_tensor_list_free(l);
+    kiln_tensor_list_free(l2);
+}
+
+/* ------------------------------------------------------------ gradcheck */
+
+typedef struct gc_model {
+    kiln_session *s;
+    kiln_graph *g;
+    kiln_node *w, *x, *loss;
+    kiln_tensor *t;
+} gc_model;
+
+/* loss = sum(w * x), w = [1, 1], x fed [0, 0]: dloss/dw = x. */
+static gc_model gc_make(void)
+{
+    gc_model m;
+    m.s = kiln_session_new(NULL);
+    m.g = kiln_graph_new();
+    m.w = kiln_variable(m.g, "w", KILN_F32, KILN_SHAPE(2), kiln_init_ones());
+    m.x = kiln_input(m.g, "x", KILN_F32, KILN_SHAPE(2));
+    m.loss = kiln_sum(m.g, kiln_mul(m.g, m.w, m.x), KILN_ALL_AXES, 0);
+    m.t = kiln_tensor_from_f32(KILN_SHAPE(2), (float[]){0.5f, -2.0f});
+    th_assert_graph_ok(m.g);
+    return m;
+}
+
+static void gc_free(gc_model *m)
+{
+    kiln_tensor_free(m->t);
+    kiln_session_free(m->s);
+    kiln_graph_free(m->g);
+}
+
+static kiln_status gc_run(gc_model *m, kiln_node *loss, kiln_node *wrt,
+                          double eps, double tol, kiln_gradcheck_result *res)
+{
+    return kiln_gradcheck(m->s, m->g, loss, &wrt, 1, &m->x, &m->t, 1, eps, tol,
+                          res);
+}
+
+/* A NaN eps or tol made every comparison false: a NaN tol passed any
+   gradient, a NaN eps reported a numeric failure.  Both, and infinite
+   ones, are bad arguments now. */
+static void test_gradcheck_nan_eps_tol_refused(void **state)
+{
+    (void)state;
+    gc_model m = gc_make();
+    kiln_gradcheck_result res;
+    double bad[][2] = {{NAN, 1e-2},
+                       {1e-3, NAN},
+                       {INFINITY, 1e-2},
+                       {1e-3, INFINITY},
+                       {-1e-3, 1e-2}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        want_err(gc_run(&m, m.loss, m.w, bad[i][0], bad[i][1], &res),
+                 KILN_ERR_ARG, kiln_session_error(m.s),
+                 "kiln_gradcheck: bad arguments", NULL);
+    assert_int_equal(kiln_gradcheck(m.s, m.g, m.loss, &m.w, 1, &m.x, &m.t, -1,
+                                    1e-3, 1e-2, &res),
+                     KILN_ERR_ARG);
+    assert_string_equal(kiln_session_error(m.s),
+                        "kiln_gradcheck: bad arguments");
+    /* The graph is untouched: a good check still passes. */
+    th_assert_graph_ok(m.g);
+    assert_int_equal(gc_run(&m, m.loss, m.w, 1e-3, 1e-2, &res), KILN_OK);
+    assert_true(res.max_abs_err < 1e-2);
+    gc_free(&m);
+}
+
+/* A loss or wrt the check cannot use used to reach kiln_grads, which
+   poisoned the caller's graph: every later call on it then failed.  They
+   are refused first now, and the graph stays usable. */
+static void test_gradcheck_bad_loss_leaves_graph_usable(void **state)
+{
+    (void)state;
+    gc_model m = gc_make();
+    kiln_gradcheck_result res;
+    kiln_graph *h = kiln_graph_new();
+    kiln_node *foreign =
+        kiln_variable(h, "f", KILN_F32, KILN_SCALAR, kiln_init_ones());
+    kiln_node *labels = kiln_input(m.g, "labels", KILN_I32, KILN_SHAPE(2));
+    kiln_node *iloss = kiln_cast(m.g, m.loss, KILN_I32);
+    th_assert_graph_ok(m.g);
+    want_err(gc_run(&m, m.w, m.w, 1e-3, 1e-2, &res), KILN_ERR_SHAPE,
+             kiln_session_error(m.s), "kiln_gradcheck: loss %0",
+             "must be an f32 scalar node of g");
+    want_err(gc_run(&m, iloss, m.w, 1e-3, 1e-2, &res), KILN_ERR_SHAPE,
+             kiln_session_error(m.s), "kiln_gradcheck: loss", "f32 scalar");
+    want_err(gc_run(&m, foreign, m.w, 1e-3, 1e-2, &res), KILN_ERR_ARG,
+             kiln_session_error(m.s), "kiln_gradcheck: loss",
+             "must be a live node of g");
+    want_err(gc_run(&m, m.loss, foreign, 1e-3, 1e-2, &res), KILN_ERR_ARG,
+             kiln_session_error(m.s), "wrt[0] must be a variable or an input",
+             "of g");
+    want_err(gc_run(&m, m.loss, labels, 1e-3, 1e-2, &res), KILN_ERR_ARG,
+             kiln_session_error(m.s), "wrt[0]", "dtype f32");
+    th_assert_graph_ok(m.g);
+    assert_int_equal(gc_run(&m, m.loss, m.w, 1e-3, 1e-2, &res), KILN_OK);
+    /* d loss / d x = w = 1: the check of x passes too. */
+    assert_int_equal(gc_run(&m, m.loss, m.x, 1e-3, 1e-2, &res), KILN_OK);
+    /* A graph that failed before the check is reported as such. */
+    kiln_add(m.g, m.w, foreign);
+    want_err(gc_run(&m, m.loss, m.w, 1e-3, 1e-2, &res), KILN_ERR_ARG,
+             kiln_session_error(m.s), "kiln_gradcheck: the graph failed",
+             "belongs to another graph");
+    kiln_graph_free(h);
+    gc_free(&m);
+}
+
+/* ------------------------------------------------------------ mixtures */
+
+/* Priors whose sum overflows to infinity made every p / sum 0, so every
+   sample fell in the last class: a silent wrong answer.  NaN priors were
+   called "negative". */
+static void test_mixture_priors_must_be_finite(void **state)
+{
+    (void)state;
+    poison_last_error();
+    assert_null(kiln_mixture_new((double[]){1e308, 1e308}, 2, 2, 1));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_mixture_new: priors sum to inf", NULL);
+    assert_null(kiln_mixture_new((double[]){INFINITY, 1}, 2, 2, 1));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_mixture_new: prior 0 is inf", "finite and >= 0");
+    assert_null(kiln_mixture_new((double[]){1, NAN}, 2, 2, 1));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_mixture_new: prior 1 is nan", NULL);
+    assert_null(kiln_mixture_new((double[]){0, 0}, 2, 2, 1));
+    assert_non_null(strstr(kiln_last_error(), "priors sum to 0"));
+    assert_null(kiln_mixture_new((double[]){-0.5, 1.5}, 2, 2, 1));
+    assert_non_null(strstr(kiln_last_error(), "prior 0 is -0.5"));
+    /* Large but finite priors are fine and draw both classes. */
+    kiln_mixture *m = kiln_mixture_new((double[]){1e300, 1e300}, 2, 2, 7);
+    assert_non_null(m);
+    float x[2 * 64];
+    int32_t y[64];
+    assert_int_equal(kiln_mixture_batch(m, 64, x, y), KILN_OK);
+    int ones = 0;
+    for (int i = 0; i < 64; i++) {
+        assert_true(y[i] == 0 || y[i] == 1);
+        ones += y[i];
+    }
+    assert_true(ones > 8 && ones < 56);
+    kiln_mixture_free(m);
+}
+
+/* ------------------------------------------------------------ main */
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_null_objects_set_last_error),
+        cmocka_unit_test(test_variable_info_index_out_of_range),
+        cmocka_unit_test(test_progress_null_and_extreme_counts),
+        cmocka_unit_test(test_axis_dual_overflow_is_invalid),
+        cmocka_unit_test(test_tensor_list_refuses_second_owner),
+        cmocka_unit_test(test_gradcheck_nan_eps_tol_refused),
+        cmocka_unit_test(test_gradcheck_bad_loss_leaves_graph_usable),
+        cmocka_unit_test(test_mixture_priors_must_be_finite),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
