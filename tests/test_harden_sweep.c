@@ -9,6 +9,7 @@
 #include "test_helpers.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 
 /* got must be want, and msg must hold every needle. */
 static void want_err(kiln_status got, kiln_status want, const char *msg,
@@ -409,6 +410,105 @@ static void test_mixture_priors_must_be_finite(void **state)
     kiln_mixture_free(m);
 }
 
+/* ------------------------------------------------------------ directories */
+
+/* Number of entries of dir other than . and .. */
+static int dir_entries(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int n = -1;
+    assert_int_equal(fscanf(p, "%d", &n), 1);
+    pclose(p);
+    return n;
+}
+
+/* Reading a directory gave misleading messages ("cannot map: No such
+   device", "file too short for a safetensors header (4096 bytes)"); every
+   reader now says it is a directory. */
+static void test_readers_refuse_a_directory(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kiln_sweep_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    poison_last_error();
+    assert_null(kiln_npz_read(dir));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_npz_read:", ": is a directory");
+    assert_null(kiln_safetensors_read(dir));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_safetensors_read:", ": is a directory");
+    assert_null(kiln_bin_read(dir));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_bin_read:", ": is a directory");
+    assert_null(kiln_file_read(dir));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_file_read:", ": is a directory");
+    assert_null(kiln_idx_read(dir, KILN_F32));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_idx_read:", ": is a directory");
+    want_err(kiln_file_info(dir, stdout), KILN_ERR_IO, kiln_last_error(),
+             "kiln_file_info:", ": is a directory");
+    kiln_session *s = kiln_session_new(NULL);
+    want_err(kiln_session_load(s, dir), KILN_ERR_IO, kiln_session_error(s),
+             "kiln_session_load:", ": is a directory");
+    kiln_session_free(s);
+    kiln_dataset d;
+    want_err(kiln_dataset_load(&d, dir, dir, 10, 1.0f), KILN_ERR_IO,
+             kiln_last_error(), "kiln_idx_read:", ": is a directory");
+    assert_null(d.images);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* Saving over a directory made a temporary beside it (in its parent) and
+   then failed to rename; it is refused first now, leaving the parent as
+   it was. */
+static void test_writers_refuse_a_directory(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kiln_sweep_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[64], link[64];
+    snprintf(sub, sizeof sub, "%s/sub.npz", dir);
+    snprintf(link, sizeof link, "%s/link.bin", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(symlink("sub.npz", link), 0);
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    assert_int_equal(
+        kiln_tensor_list_add(l, "a", kiln_tensor_new(KILN_F32, KILN_SHAPE(2))),
+        KILN_OK);
+    const char *paths[] = {sub, link};
+    for (int i = 0; i < 2; i++) {
+        want_err(kiln_npz_write(paths[i], l, 1), KILN_ERR_IO, kiln_last_error(),
+                 "kiln_npz_write:", ": is a directory");
+        want_err(kiln_safetensors_write(paths[i], l), KILN_ERR_IO,
+                 kiln_last_error(),
+                 "kiln_safetensors_write:", ": is a directory");
+        want_err(kiln_bin_write(paths[i], l), KILN_ERR_IO, kiln_last_error(),
+                 "kiln_bin_write:", ": is a directory");
+        want_err(kiln_file_write(paths[i], l), KILN_ERR_IO, kiln_last_error(),
+                 ": is a directory", NULL);
+        want_err(kiln_file_check_writable(paths[i]), KILN_ERR_IO,
+                 kiln_last_error(), "is a directory", NULL);
+    }
+    kiln_session *s = kiln_session_new(NULL);
+    assert_int_equal(kiln_session_declare(s, "w", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_ones(), 1),
+                     KILN_OK);
+    want_err(kiln_session_save(s, sub), KILN_ERR_IO, kiln_session_error(s),
+             "kiln_session_save:", ": is a directory");
+    /* Nothing was left beside the directory, and it is still empty. */
+    assert_int_equal(dir_entries(dir), 2);
+    assert_int_equal(dir_entries(sub), 0);
+    kiln_session_free(s);
+    kiln_tensor_list_free(l);
+    assert_int_equal(unlink(link), 0);
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -422,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_gradcheck_nan_eps_tol_refused),
         cmocka_unit_test(test_gradcheck_bad_loss_leaves_graph_usable),
         cmocka_unit_test(test_mixture_priors_must_be_finite),
+        cmocka_unit_test(test_readers_refuse_a_directory),
+        cmocka_unit_test(test_writers_refuse_a_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

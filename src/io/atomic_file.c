@@ -239,6 +239,12 @@ int io_atomic_begin(io_atomic *a, const char *path, io_err *e)
         return io_fail(e, "not a file name");
     if (!(a->path = resolve_links(path, e)))
         return -1;
+    struct stat st;
+    if (stat(a->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* Refused before a temporary is made beside the directory. */
+        io_atomic_abort(a);
+        return io_fail(e, "is a directory");
+    }
     char *dir = dir_of(a->path);
     int rc = dir ? create_temp(a, dir, e) : io_fail(e, "out of memory");
     free(dir);

@@ -395,6 +395,10 @@ static int bin_load(const char *path, kiln_tensor_list *out, io_err *e)
     FILE *f = fopen(path, "rb");
     if (!f)
         return io_fail(e, "cannot open: %s", strerror(errno));
+    if (io_refuse_dir(fileno(f), e)) {
+        fclose(f);
+        return -1;
+    }
     uint32_t count = 0, table_crc = 0;
     uint64_t table_bytes = 0, data_offset = 0, data_bytes = 0, next_free = 0;
     unsigned char *table = NULL;

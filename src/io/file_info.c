@@ -25,6 +25,10 @@ static int detect(const char *path, int *is_npz, io_err *e)
     FILE *f = fopen(path, "rb");
     if (!f)
         return io_fail(e, "cannot open: %s", strerror(errno));
+    if (io_refuse_dir(fileno(f), e)) {
+        fclose(f);
+        return -1;
+    }
     size_t n = fread(b, 1, sizeof b, f);
     fclose(f);
     if (n >= 4 && b[0] == 'P' && b[1] == 'K') {

@@ -186,6 +186,8 @@ kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as)
     kiln_tensor *t = NULL;
     if (fd < 0)
         io_fail(&e, "cannot open: %s", strerror(errno));
+    else if (io_refuse_dir(fd, &e))
+        close(fd);
     else
         t = read_idx_fd(fd, as, &e);
     if (!t)

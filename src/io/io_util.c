@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int io_fail(io_err *e, const char *fmt, ...)
 {
@@ -317,4 +318,12 @@ const void *io_le_data(const kiln_tensor *t, void **owned, io_err *e)
             copy[i + (size_t)k] = src[i + 3 - (size_t)k];
     *owned = copy;
     return copy;
+}
+
+int io_refuse_dir(int fd, io_err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+        return io_fail(e, "is a directory");
+    return 0;
 }

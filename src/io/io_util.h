@@ -34,6 +34,9 @@ typedef struct io_err {
 int io_fail(io_err *e, const char *fmt, ...) IO_PRINTF(2, 3);
 /* Prepends formatted context ("member 'W.npy': ") to e's message; -1. */
 int io_prefix(io_err *e, const char *fmt, ...) IO_PRINTF(2, 3);
+/* Every reader calls this on the file it opened: -1 with "is a directory"
+   when it is one (reading one gives misleading errors), else 0. */
+int io_refuse_dir(int fd, io_err *e);
 
 /* Longest tensor name the file formats accept, in bytes. */
 #define IO_NAME_MAX 1000

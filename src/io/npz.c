@@ -127,6 +127,10 @@ static int map_file(const char *path, npz_archive *a, io_err *e)
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return io_fail(e, "cannot open: %s", strerror(errno));
+    if (io_refuse_dir(fd, e)) {
+        close(fd);
+        return -1;
+    }
     if (fstat(fd, &st) != 0) {
         close(fd);
         return io_fail(e, "cannot stat: %s", strerror(errno));

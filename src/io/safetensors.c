@@ -339,6 +339,10 @@ int safetensors_load(const char *path, kiln_tensor_list *out, io_info_fn fn,
     FILE *f = fopen(path, "rb");
     if (!f)
         return io_fail(e, "cannot open: %s", strerror(errno));
+    if (io_refuse_dir(fileno(f), e)) {
+        fclose(f);
+        return -1;
+    }
     st_header h = {NULL, 0, 0};
     int64_t data_start;
     int rc = read_header(f, &h, &data_start, e);
