@@ -182,7 +182,9 @@ typedef struct kiln_init {
     ((kiln_init){KILN_INIT_GLOROT_UNIFORM, 0, 0, NULL})
 
 /* Fills data (numel elements of shape) from an initialiser, drawing from rng.
-   Returns KILN_ERR_ARG (kiln_last_error) on a bad initialiser. */
+   Returns KILN_ERR_ARG (kiln_last_error) on a bad initialiser: an unknown
+   kind, NULL values, a uniform range that is not finite with a <= b, a
+   normal whose mean or deviation is not finite or whose deviation is < 0. */
 kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
                            kiln_rng *rng);
 

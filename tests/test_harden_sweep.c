@@ -509,6 +509,63 @@ static void test_writers_refuse_a_directory(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ------------------------------------------------------------ initialisers */
+
+/* uniform(1, 0) drew reversed values and normal(0, NaN) or normal(0, -1)
+   filled NaN or mirrored values without a word; torch's uniform_ and
+   normal_ refuse these, and so do kiln_init_fill and the builders and
+   sessions that use it. */
+static void test_init_fill_refuses_bad_ranges(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 3);
+    float data[4] = {7, 7, 7, 7};
+    struct {
+        kiln_init init;
+        const char *needle;
+    } bad[] = {
+        {kiln_init_uniform(1, 0), "uniform range [1, 0)"},
+        {kiln_init_uniform(NAN, 1), "uniform range [nan, 1)"},
+        {kiln_init_uniform(0, INFINITY), "uniform range [0, inf)"},
+        {kiln_init_normal(0, NAN), "standard deviation nan"},
+        {kiln_init_normal(0, -1), "standard deviation -1"},
+        {kiln_init_normal(INFINITY, 1), "normal mean inf"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        want_err(kiln_init_fill(bad[i].init, KILN_SHAPE(4), data, &r),
+                 KILN_ERR_ARG, kiln_last_error(),
+                 "kiln_init_fill:", bad[i].needle);
+        for (int j = 0; j < 4; j++)
+            assert_float_equal(data[j], 7.0f, 0);
+    }
+    /* The edges stay legal: an empty range and a zero deviation give the
+       constant itself. */
+    assert_int_equal(
+        kiln_init_fill(kiln_init_uniform(2, 2), KILN_SHAPE(4), data, &r),
+        KILN_OK);
+    for (int j = 0; j < 4; j++)
+        assert_float_equal(data[j], 2.0f, 0);
+    assert_int_equal(
+        kiln_init_fill(kiln_init_normal(-3, 0), KILN_SHAPE(4), data, &r),
+        KILN_OK);
+    for (int j = 0; j < 4; j++)
+        assert_float_equal(data[j], -3.0f, 0);
+    /* Through a variable: the graph error names the variable. */
+    kiln_graph *g = kiln_graph_new();
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_variable(g, "w", KILN_F32, KILN_SHAPE(4), kiln_init_uniform(1, -1));
+    want_err(kiln_graph_status(g), KILN_ERR_ARG, kiln_graph_error(g),
+             "kiln_variable 'w': kiln_init_fill: uniform range [1, -1)", NULL);
+    want_err(kiln_session_declare(s, "v", KILN_F32, KILN_SHAPE(2),
+                                  kiln_init_normal(0, -2), 1),
+             KILN_ERR_ARG, kiln_session_error(s), "'v'",
+             "standard deviation -2");
+    assert_int_equal(kiln_session_find_variable(s, "v"), -1);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -523,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_gradcheck_bad_loss_leaves_graph_usable),
         cmocka_unit_test(test_mixture_priors_must_be_finite),
         cmocka_unit_test(test_readers_refuse_a_directory),
+        cmocka_unit_test(test_init_fill_refuses_bad_ranges),
         cmocka_unit_test(test_writers_refuse_a_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -84,6 +84,11 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
         return kiln_graph_fail(g, KILN_ERR_ARG,
                                "%s '%s': unknown initialiser %d", fn, name,
                                (int)init.kind);
+    /* The initialiser's parameters (ranges, deviations), checked by
+       kiln_init_fill itself on no elements. */
+    if (kiln_init_fill(init, KILN_SHAPE(0), NULL, NULL) != KILN_OK)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s '%s': %s", fn, name,
+                               kiln_last_error());
     if (init.kind == KILN_INIT_VALUES) {
         size_t bytes = (size_t)kiln_shape_numel(shape) * sizeof(float);
         if (!init.values && bytes)

@@ -245,6 +245,23 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
         kiln_set_last_error("kiln_init_fill: rng is NULL");
         return KILN_ERR_ARG;
     }
+    /* As torch's uniform_ and normal_: a reversed or non-finite range or a
+       negative or NaN deviation is refused, not turned into NaN or
+       reversed values. */
+    if (init.kind == KILN_INIT_UNIFORM &&
+        !(isfinite(init.a) && isfinite(init.b) && init.a <= init.b)) {
+        kiln_set_last_error("kiln_init_fill: uniform range [%g, %g) must be "
+                            "finite with low <= high",
+                            init.a, init.b);
+        return KILN_ERR_ARG;
+    }
+    if (init.kind == KILN_INIT_NORMAL &&
+        !(isfinite(init.a) && isfinite(init.b) && init.b >= 0)) {
+        kiln_set_last_error("kiln_init_fill: normal mean %g and standard "
+                            "deviation %g must be finite, the deviation >= 0",
+                            init.a, init.b);
+        return KILN_ERR_ARG;
+    }
     double lim;
     switch (init.kind) {
     case KILN_INIT_ZEROS:
