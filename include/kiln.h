@@ -7,8 +7,9 @@
  * the graph (kiln_graph_error) and later builders return a poisoned node, so
  * a chain of calls can be checked once at the end.  Functions that can fail
  * return a kiln_status; the message is on the object they were given
- * (kiln_graph_error, kiln_session_error) or, for functions with neither,
- * in kiln_last_error().
+ * (kiln_graph_error, kiln_session_error) or, for functions with neither
+ * or when that object is itself NULL, in kiln_last_error() ("kiln_feed:
+ * session is NULL").
  *
  * Threads: a graph, a session and what belongs to them (its functions,
  * optimisers, programs, computations) are used by one thread at a time.
@@ -207,7 +208,8 @@ int kiln_graph_node_count(const kiln_graph *g);
 /* Writes the graph in Graphviz dot: one box per node labelled with op, id,
    shape and trainable flag.  KILN_ERR_ARG on NULL arguments. */
 kiln_status kiln_graph_write_dot(const kiln_graph *g, FILE *out);
-/* Prints the IR, one line per node: "%7 = add(%3, %6) f32[128,600]". */
+/* Prints the IR, one line per node: "%7 = add(%3, %6) f32[128,600]".
+   KILN_ERR_ARG (kiln_last_error) on NULL arguments. */
 kiln_status kiln_graph_print(const kiln_graph *g, FILE *out);
 
 /* Node introspection.  A NULL node gives zeros / "". */
@@ -449,6 +451,8 @@ typedef struct kiln_param_info {
     int trainable;
     void *data; /* the live storage */
 } kiln_param_info;
+/* KILN_ERR_ARG (kiln_last_error) for NULL arguments or i outside
+   [0, kiln_session_num_variables). */
 kiln_status kiln_session_variable_info(const kiln_session *s, int i,
                                        kiln_param_info *info);
 /* Copies the variable's value into out (same dtype and shape) /
@@ -476,14 +480,16 @@ kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
                             kiln_node *const *inputs, int n_in);
 /* Runs f: in[i] feeds the i-th input, out[i] receives the i-th output (must
    already have its dtype and shape; NULL skips it).  Checks every shape and
-   dtype first and changes nothing on error.
+   dtype first and changes nothing on error: KILN_ERR_ARG, KILN_ERR_SHAPE or
+   KILN_ERR_DTYPE (kiln_session_error; kiln_last_error for a NULL f).
    With the environment variable KILN_PROFILE=1 every kernel call is
    timed and a per-op summary is printed at exit. */
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out);
 /* New tensor shaped like the i-th output of f (NULL when out of range). */
 kiln_tensor *kiln_function_new_output(const kiln_function *f, int i);
-/* Prints the compiled schedule: buffers and one line per kernel call. */
+/* Prints the compiled schedule: buffers and one line per kernel call.
+   KILN_ERR_ARG (kiln_last_error) on NULL arguments. */
 kiln_status kiln_function_print(const kiln_function *f, FILE *out);
 /* Frees a function (also freed with its session).  NULL is a no-op. */
 void kiln_function_free(kiln_function *f);
@@ -579,14 +585,19 @@ int kiln_function_num_kernels(const kiln_function *f);
 /* Sets the value of an input node for dynamic execution (copied).  Feeding
    an input again marks every node built after it as not computed: until the
    next kiln_forward recomputes them (assignments among them included) with
-   the new value, their values and gradients are unavailable. */
+   the new value, their values and gradients are unavailable.  KILN_ERR_ARG
+   (NULL, not an input, stale), KILN_ERR_SHAPE or KILN_ERR_DTYPE with the
+   session's error (kiln_last_error for a NULL s). */
 kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t);
 /* Computes every node of g built so far (and not yet computed), then
    applies the assignments among them; KILN_ERR_ARG when two of them assign
    the same variable. */
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g);
 /* Builds and computes the gradients of loss (scalar) for every trainable
-   variable in g and every node loss depends on. */
+   variable in g and every node loss depends on.  KILN_ERR_STATE before
+   kiln_forward, KILN_ERR_SHAPE for a loss that is not an f32 scalar,
+   KILN_ERR_ARG for NULL or foreign nodes (kiln_session_error;
+   kiln_last_error for a NULL s). */
 kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss);
 /* forward then backward. */
 kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss);
