@@ -566,6 +566,40 @@ static void test_init_fill_refuses_bad_ranges(void **state)
     kiln_graph_free(g);
 }
 
+/* ------------------------------------------------------------ tensors */
+
+/* kiln_tensor_from_f32 reported its shape errors as kiln_tensor_new's. */
+static void test_tensor_from_f32_names_itself(void **state)
+{
+    (void)state;
+    float v[2] = {1, 2};
+    poison_last_error();
+    assert_null(
+        kiln_tensor_from_f32((kiln_shape){.ndim = KILN_MAX_DIMS + 1}, v));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_from_f32: invalid shape",
+             "dimension count outside [0, 8]");
+    assert_null(kiln_tensor_from_f32(KILN_SHAPE(-2), v));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_from_f32: invalid shape [-2]", "negative");
+    assert_null(kiln_tensor_from_f32(KILN_SHAPE((int64_t)1 << 62, 4), v));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_from_f32: invalid shape", "2^40");
+    assert_null(kiln_tensor_from_f32(KILN_SHAPE(2), NULL));
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_tensor_from_f32: values is NULL", NULL);
+    kiln_tensor *t = kiln_tensor_from_f32(KILN_SHAPE(2), v);
+    assert_non_null(t);
+    assert_float_equal(kiln_tensor_f32(t)[1], 2.0f, 0);
+    assert_null(kiln_tensor_i32(t));
+    kiln_tensor_free(t);
+    /* An empty tensor needs no values. */
+    t = kiln_tensor_from_f32(KILN_SHAPE(0, 3), NULL);
+    assert_non_null(t);
+    assert_int_equal(kiln_tensor_numel(t), 0);
+    kiln_tensor_free(t);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -581,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_mixture_priors_must_be_finite),
         cmocka_unit_test(test_readers_refuse_a_directory),
         cmocka_unit_test(test_init_fill_refuses_bad_ranges),
+        cmocka_unit_test(test_tensor_from_f32_names_itself),
         cmocka_unit_test(test_writers_refuse_a_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,21 +32,27 @@ static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
     return t;
 }
 
-kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
+/* kiln_tensor_new, with fn naming the public call in messages. */
+static kiln_tensor *tensor_new_as(kiln_dtype dt, kiln_shape shape,
+                                  const char *fn)
 {
     size_t bytes;
-    kiln_tensor *t = tensor_alloc(dt, shape, "kiln_tensor_new", &bytes);
+    kiln_tensor *t = tensor_alloc(dt, shape, fn, &bytes);
     if (!t)
         return NULL;
     t->data = calloc(1, bytes ? bytes : 1);
     if (!t->data) {
         free(t);
-        kiln_set_last_error("kiln_tensor_new: out of memory (%zu bytes)",
-                            bytes);
+        kiln_set_last_error("%s: out of memory (%zu bytes)", fn, bytes);
         return NULL;
     }
     t->owned = 1;
     return t;
+}
+
+kiln_tensor *kiln_tensor_new(kiln_dtype dt, kiln_shape shape)
+{
+    return tensor_new_as(dt, shape, "kiln_tensor_new");
 }
 
 kiln_tensor *kiln_tensor_wrap(kiln_dtype dt, kiln_shape shape, void *data)
@@ -69,7 +75,7 @@ kiln_tensor *kiln_tensor_from_f32(kiln_shape shape, const float *values)
         kiln_set_last_error("kiln_tensor_from_f32: values is NULL");
         return NULL;
     }
-    kiln_tensor *t = kiln_tensor_new(KILN_F32, shape);
+    kiln_tensor *t = tensor_new_as(KILN_F32, shape, "kiln_tensor_from_f32");
     if (t && values)
         memcpy(t->data, values, kiln_tensor_bytes(t));
     return t;
