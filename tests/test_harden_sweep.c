@@ -600,6 +600,31 @@ static void test_tensor_from_f32_names_itself(void **state)
     kiln_tensor_free(t);
 }
 
+/* ------------------------------------------------------------ batcher */
+
+/* A NULL batcher was reported as a batch of the wrong shape. */
+static void test_batcher_next_null_batcher(void **state)
+{
+    (void)state;
+    kiln_tensor *xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(2, 2));
+    poison_last_error();
+    assert_int_equal(kiln_batcher_next(NULL, xb, NULL), -1);
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_batcher_next: batcher is NULL", NULL);
+    kiln_tensor *x =
+        kiln_tensor_from_f32(KILN_SHAPE(3, 2), (float[]){1, 2, 3, 4, 5, 6});
+    kiln_batcher *b = kiln_batcher_new(x, NULL, 2, 0, 0, 1);
+    assert_non_null(b);
+    assert_int_equal(kiln_batcher_next(b, NULL, NULL), -1);
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+             "kiln_batcher_next: batch tensors must be shaped", NULL);
+    assert_int_equal(kiln_batcher_next(b, xb, NULL), 2);
+    assert_float_equal(kiln_tensor_f32(xb)[3], 4.0f, 0);
+    kiln_batcher_free(b);
+    kiln_tensor_free(x);
+    kiln_tensor_free(xb);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -616,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_readers_refuse_a_directory),
         cmocka_unit_test(test_init_fill_refuses_bad_ranges),
         cmocka_unit_test(test_tensor_from_f32_names_itself),
+        cmocka_unit_test(test_batcher_next_null_batcher),
         cmocka_unit_test(test_writers_refuse_a_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

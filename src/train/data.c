@@ -298,8 +298,11 @@ static void copy_row(const kiln_tensor *src, kiln_tensor *dst, int64_t from,
 
 int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
 {
-    if (!b || !rows_match(b->x, xb, b->batch) ||
-        !rows_match(b->y, yb, b->batch)) {
+    if (!b) {
+        kiln_null_arg("kiln_batcher_next", "batcher");
+        return -1;
+    }
+    if (!rows_match(b->x, xb, b->batch) || !rows_match(b->y, yb, b->batch)) {
         kiln_set_last_error("kiln_batcher_next: batch tensors must be shaped "
                             "[batch, ...] like the data");
         return -1;
