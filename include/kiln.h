@@ -9,7 +9,8 @@
  * return a kiln_status; the message is on the object they were given
  * (kiln_graph_error, kiln_session_error) or, for functions with neither
  * or when that object is itself NULL, in kiln_last_error() ("kiln_feed:
- * session is NULL").
+ * session is NULL").  A builder given a NULL graph returns NULL and says so
+ * in kiln_last_error() ("kiln_add: graph is NULL").
  *
  * Threads: a graph, a session and what belongs to them (its functions,
  * optimisers, programs, computations) are used by one thread at a time.

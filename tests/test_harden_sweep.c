@@ -627,10 +627,38 @@ static void test_batcher_next_null_batcher(void **state)
 
 /* ------------------------------------------------------------ main */
 
+/* Builders given a NULL graph have nowhere to keep their error: they return
+   NULL and name themselves and the graph in kiln_last_error. */
+static void test_null_graph_builders_set_last_error(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
+#define NULL_GRAPH(call, fn_)                                                  \
+    do {                                                                       \
+        poison_last_error();                                                   \
+        assert_null(call);                                                     \
+        want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(), fn_ ":",       \
+                 "graph is NULL");                                             \
+    } while (0)
+    NULL_GRAPH(kiln_input(NULL, "x", KILN_F32, KILN_SHAPE(2)), "kiln_input");
+    NULL_GRAPH(kiln_add(NULL, x, x), "kiln_add");
+    NULL_GRAPH(kiln_relu(NULL, x), "kiln_relu");
+    NULL_GRAPH(kiln_sum(NULL, x, 1u, 0), "kiln_sum");
+    NULL_GRAPH(kiln_matmul(NULL, x, x, 0, 1), "kiln_matmul");
+    NULL_GRAPH(kiln_reshape(NULL, x, KILN_SHAPE(6)), "kiln_reshape");
+    NULL_GRAPH(kiln_softmax(NULL, x, 1), "kiln_softmax");
+    NULL_GRAPH(kiln_cast(NULL, x, KILN_I32), "kiln_cast");
+    NULL_GRAPH(kiln_ax_scalar(NULL, 1.0f), "kiln_ax_scalar");
+#undef NULL_GRAPH
+    kiln_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_objects_set_last_error),
+        cmocka_unit_test(test_null_graph_builders_set_last_error),
         cmocka_unit_test(test_variable_info_index_out_of_range),
         cmocka_unit_test(test_progress_null_and_extreme_counts),
         cmocka_unit_test(test_axis_dual_overflow_is_invalid),

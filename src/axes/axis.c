@@ -137,7 +137,7 @@ static kiln_shape axes_shape(const kiln_axes *axes)
 kiln_ax *kiln_ax_placeholder(kiln_graph *g, const char *name, kiln_axes axes)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (g->status || !check_axes(g, "kiln_ax_placeholder", &axes))
         return kiln_ax_poison(g);
     kiln_node *n = kiln_input(g, name, KILN_F32, axes_shape(&axes));
@@ -148,7 +148,7 @@ kiln_ax *kiln_ax_variable(kiln_graph *g, const char *name, kiln_axes axes,
                           kiln_init init)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (g->status || !check_axes(g, "kiln_ax_variable", &axes))
         return kiln_ax_poison(g);
     kiln_node *n = kiln_variable(g, name, KILN_F32, axes_shape(&axes), init);
@@ -161,7 +161,7 @@ kiln_ax *kiln_ax_variable(kiln_graph *g, const char *name, kiln_axes axes,
 kiln_ax *kiln_ax_scalar(kiln_graph *g, float v)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     return kiln_ax_make(g, kiln_scalar(g, v), KILN_NO_AXES, NULL, 0);
 }
 
@@ -169,7 +169,7 @@ kiln_ax *kiln_ax_wrap(kiln_graph *g, kiln_node *n, kiln_axes axes)
 {
     const char *fn = "kiln_ax_wrap";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, n) || !check_axes(g, fn, &axes))
         return kiln_ax_poison(g);
     if (!kiln_shape_equal(n->shape, axes_shape(&axes))) {

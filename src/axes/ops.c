@@ -48,7 +48,7 @@ static kiln_ax *binary(kiln_graph *g, const char *fn,
                        kiln_ax *a, kiln_ax *b)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     kiln_axes out;
     if (!kiln_ax_check(g, fn, a) || !kiln_ax_check(g, fn, b) ||
         !axes_union(g, fn, &a->axes, &b->axes, &out))
@@ -82,7 +82,7 @@ kiln_ax *kiln_ax_apply(kiln_graph *g,
                        kiln_node *(*op)(kiln_graph *, kiln_node *), kiln_ax *x)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!op) {
         kiln_graph_fail(g, KILN_ERR_ARG, "kiln_ax_apply: op is NULL");
         return kiln_ax_poison(g);
@@ -227,7 +227,7 @@ kiln_ax *kiln_ax_dot(kiln_graph *g, kiln_ax *a, kiln_ax *b)
     const char *fn = "kiln_ax_dot";
     dot_plan p;
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_ax_check(g, fn, a) || !kiln_ax_check(g, fn, b) ||
         !plan_dot(g, &a->axes, &b->axes, &p))
         return kiln_ax_poison(g);
@@ -271,7 +271,7 @@ static kiln_ax *reduce(kiln_graph *g, const char *fn, kiln_ax *x,
                        const kiln_axes *out_axes, int mean)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_ax_check(g, fn, x))
         return kiln_ax_poison(g);
     kiln_axes keep = {0};
@@ -327,7 +327,7 @@ static kiln_ax *size_of(kiln_graph *g, const char *fn, kiln_ax *x,
                         int batch_only)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_ax_check(g, fn, x))
         return kiln_ax_poison(g);
     int64_t n = 1;
@@ -361,7 +361,7 @@ kiln_ax *kiln_ax_cross_entropy_binary(kiln_graph *g, kiln_ax *y_hat, kiln_ax *y,
 {
     const char *fn = "kiln_ax_cross_entropy_binary";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_ax_check(g, fn, y_hat) || !kiln_ax_check(g, fn, y))
         return kiln_ax_poison(g);
     kiln_ax *one = kiln_ax_scalar(g, 1.0f);
@@ -390,7 +390,7 @@ kiln_ax *kiln_ax_cross_entropy_binary(kiln_graph *g, kiln_ax *y_hat, kiln_ax *y,
 kiln_ax *kiln_ax_deriv(kiln_graph *g, kiln_ax *loss, kiln_ax *v)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_ax_check(g, "kiln_ax_deriv", loss) ||
         !kiln_ax_check(g, "kiln_ax_deriv", v))
         return kiln_ax_poison(g);
@@ -402,7 +402,7 @@ kiln_ax *kiln_ax_assign(kiln_graph *g, kiln_ax *v, kiln_ax *value)
 {
     const char *fn = "kiln_ax_assign";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_ax_check(g, fn, v) || !kiln_ax_check(g, fn, value))
         return kiln_ax_poison(g);
     int same = v->axes.n == value->axes.n;
@@ -426,7 +426,7 @@ kiln_ax *kiln_ax_assign(kiln_graph *g, kiln_ax *v, kiln_ax *value)
 kiln_ax *kiln_ax_doall(kiln_graph *g, kiln_ax *const *xs, int n)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!xs || n < 1) {
         kiln_graph_fail(g, KILN_ERR_ARG,
                         "kiln_ax_doall: needs at least one op");

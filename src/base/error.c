@@ -18,6 +18,12 @@ kiln_status kiln_null_arg(const char *fn, const char *what)
     return KILN_ERR_ARG;
 }
 
+void *kiln_null_graph(const char *fn)
+{
+    kiln_null_arg(fn, "graph");
+    return NULL;
+}
+
 const char *kiln_last_error(void)
 {
     return last_error;

@@ -20,4 +20,8 @@ void kiln_set_last_error(const char *fmt, ...) KILN_PRINTF(1, 2);
    returns KILN_ERR_ARG, so no failure leaves a stale message behind. */
 kiln_status kiln_null_arg(const char *fn, const char *what);
 
+/* For a builder given a NULL graph, which has nowhere to keep its error:
+   records "fn: graph is NULL" for kiln_last_error() and returns NULL. */
+void *kiln_null_graph(const char *fn);
+
 #endif

@@ -11,7 +11,7 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
     const char *fn = "kiln_matmul";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
         !check_f32(g, fn, a) || !check_f32(g, fn, b))
         return &g->poison;
@@ -52,7 +52,7 @@ kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n)
     const char *fn = "kiln_dot";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
         !check_f32(g, fn, a) || !check_f32(g, fn, b))
         return &g->poison;
@@ -98,7 +98,7 @@ kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth)
 {
     const char *fn = "kiln_one_hot";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, labels))
         return &g->poison;
     if (labels->dtype != KILN_I32)
@@ -120,7 +120,7 @@ kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth)
 kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_cast", x) ||
         !check_dtype(g, "kiln_cast", dt))
         return &g->poison;
@@ -130,7 +130,7 @@ kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
 kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_stop_gradient", x))
         return &g->poison;
     return kiln_node_make(g, KILN_OP_STOPGRAD, x->dtype, x->shape, &x, 1);

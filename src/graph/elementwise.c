@@ -13,7 +13,7 @@ kiln_node *kiln_unary_op(kiln_graph *g, kiln_op op, kiln_node *x)
 static kiln_node *unary(kiln_graph *g, kiln_op op, kiln_node *x, const char *fn)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_f32(g, fn, x))
         return &g->poison;
     return kiln_unary_op(g, op, x);
@@ -54,7 +54,7 @@ static kiln_node *binary(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
                          const char *fn)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
         !check_f32(g, fn, a) || !check_f32(g, fn, b))
         return &g->poison;
@@ -85,7 +85,7 @@ kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
 {
     const char *fn = "kiln_select";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, cond) || !kiln_graph_check(g, fn, a) ||
         !kiln_graph_check(g, fn, b) || !check_f32(g, fn, cond) ||
         !check_f32(g, fn, a) || !check_f32(g, fn, b))
@@ -104,7 +104,7 @@ kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
 kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_scale", x) || !check_f32(g, "kiln_scale", x))
         return &g->poison;
     return kiln_mul(g, x, kiln_scalar(g, s));

@@ -11,7 +11,7 @@ kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,
                       kiln_shape shape)
 {
     if (!g || g->status)
-        return g ? &g->poison : NULL;
+        return g ? &g->poison : kiln_null_graph(__func__);
     if (!check_dtype(g, "kiln_input", dt) ||
         !check_shape(g, "kiln_input", shape))
         return &g->poison;
@@ -23,7 +23,7 @@ kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
                          const void *data)
 {
     if (!g || g->status)
-        return g ? &g->poison : NULL;
+        return g ? &g->poison : kiln_null_graph(__func__);
     if (!check_dtype(g, "kiln_constant", dt) ||
         !check_shape(g, "kiln_constant", shape))
         return &g->poison;
@@ -44,7 +44,7 @@ kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
 kiln_node *kiln_fill(kiln_graph *g, kiln_shape shape, float v)
 {
     if (!g || g->status)
-        return g ? &g->poison : NULL;
+        return g ? &g->poison : kiln_null_graph(__func__);
     if (!check_shape(g, "kiln_fill", shape))
         return &g->poison;
     int64_t numel = kiln_shape_numel(shape);
@@ -74,7 +74,7 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
 {
     const char *fn = "kiln_variable";
     if (!g || g->status)
-        return g ? &g->poison : NULL;
+        return g ? &g->poison : kiln_null_graph(__func__);
     if (!name || !*name)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: a variable needs a name",
                                fn);
@@ -140,7 +140,7 @@ kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value)
     const char *fn = "kiln_assign";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, variable) || !kiln_graph_check(g, fn, value))
         return &g->poison;
     if (variable->op != KILN_OP_VARIABLE)
@@ -161,7 +161,7 @@ kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value)
 kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (g->status)
         return &g->poison;
     if (!xs || n < 1)

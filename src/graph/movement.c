@@ -11,7 +11,7 @@ kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
     const char *fn = "kiln_reshape";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (shape.ndim < 0 || shape.ndim > KILN_MAX_DIMS)
@@ -48,7 +48,7 @@ kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
 {
     const char *fn = "kiln_permute";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (!perm)
@@ -72,7 +72,7 @@ kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
 kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_transpose", x))
         return &g->poison;
     int nd = x->shape.ndim;
@@ -93,7 +93,7 @@ kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape)
     const char *fn = "kiln_broadcast_to";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_shape(g, fn, shape))
         return &g->poison;
     kiln_shape out;
@@ -114,7 +114,7 @@ kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
     const char *fn = "kiln_broadcast";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_shape(g, fn, shape))
         return &g->poison;
     kiln_shape kept = shape;
@@ -148,7 +148,7 @@ kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
     const char *fn = "kiln_slice";
     char b1[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (!start || !stop)
@@ -179,7 +179,7 @@ kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
 {
     const char *fn = "kiln_pad";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x))
         return &g->poison;
     if (!lo || !hi)
@@ -211,7 +211,7 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
     const char *fn = "kiln_concat";
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (g->status)
         return &g->poison;
     if (!xs || n < 1)

@@ -43,7 +43,7 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
 kiln_node *kiln_sum(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_sum", x) || !check_f32(g, "kiln_sum", x))
         return &g->poison;
     return kiln_reduce_op(g, KILN_OP_SUM, x, axes, keepdims, "kiln_sum");
@@ -54,7 +54,7 @@ kiln_node *kiln_reduce_max(kiln_graph *g, kiln_node *x, unsigned axes,
 {
     const char *fn = "kiln_reduce_max";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_f32(g, fn, x))
         return &g->poison;
     return kiln_reduce_op(g, KILN_OP_RMAX, x, axes, keepdims, fn);
@@ -63,7 +63,7 @@ kiln_node *kiln_reduce_max(kiln_graph *g, kiln_node *x, unsigned axes,
 kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_mean", x) || !check_f32(g, "kiln_mean", x))
         return &g->poison;
     kiln_node *s =
@@ -80,7 +80,7 @@ kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis)
 {
     const char *fn = "kiln_argmax";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_f32(g, fn, x))
         return &g->poison;
     int ax = norm_axis(g, fn, axis, x->shape.ndim);

@@ -15,7 +15,7 @@ static int check_f32_operand(kiln_graph *g, const char *fn, kiln_node *x)
 kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!check_f32_operand(g, "kiln_gelu", x))
         return &g->poison;
     kiln_node *x3 = kiln_mul(g, kiln_mul(g, x, x), x);
@@ -29,7 +29,7 @@ kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x)
 kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     if (!check_f32_operand(g, "kiln_gelu_erf", x))
         return &g->poison;
     kiln_node *e = kiln_erf(g, kiln_scale(g, x, 0.7071067811865476f));
@@ -63,7 +63,7 @@ static kiln_node *shifted(kiln_graph *g, kiln_node *x, int axis, const char *fn)
 kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     kiln_node *z = shifted(g, x, axis, "kiln_softmax");
     if (z->op == KILN_OP_ERROR)
         return z;
@@ -76,7 +76,7 @@ kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis)
 kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis)
 {
     if (!g)
-        return NULL;
+        return kiln_null_graph(__func__);
     kiln_node *z = shifted(g, x, axis, "kiln_log_softmax");
     if (z->op == KILN_OP_ERROR)
         return z;
@@ -89,7 +89,7 @@ kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b)
 {
     const char *fn = "kiln_affine";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!check_f32_operand(g, fn, x) || !check_f32_operand(g, fn, w) ||
         !check_f32_operand(g, fn, b))
         return &g->poison;
@@ -101,7 +101,7 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
 {
     const char *fn = "kiln_cross_entropy";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, probs) || !kiln_graph_check(g, fn, onehot) ||
         !kiln_graph_check(g, fn, n))
         return &g->poison;
@@ -207,7 +207,7 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
 {
     const char *fn = "kiln_softmax_cross_entropy";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!check_scores_labels(g, fn, logits, labels, "logits"))
         return &g->poison;
     if (reduction != KILN_REDUCE_MEAN && reduction != KILN_REDUCE_SUM)
@@ -232,7 +232,7 @@ kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y)
 {
     const char *fn = "kiln_binary_cross_entropy";
     if (!g)
-        return NULL;
+        return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, p) || !kiln_graph_check(g, fn, y))
         return &g->poison;
     const float eps = 1e-7f;
