@@ -26,15 +26,15 @@ static kiln_status run_loss(kiln_function *f, kiln_tensor *const *feeds,
     return st;
 }
 
-kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
-                           kiln_node *const *wrt, int n_wrt,
-                           kiln_node *const *feed_nodes,
-                           kiln_tensor *const *feeds, int n_feed, double eps,
-                           double tol, kiln_gradcheck_result *res)
+/* Arguments are checked before kiln_grads, so that bad ones leave the
+   caller's graph unpoisoned. */
+static kiln_status check_args(kiln_session *s, kiln_graph *g, kiln_node *loss,
+                              kiln_node *const *wrt, int n_wrt,
+                              kiln_node *const *feed_nodes,
+                              kiln_tensor *const *feeds, int n_feed, double eps,
+                              double tol)
 {
     const char *fn = "kiln_gradcheck";
-    if (!s)
-        return kiln_null_arg(fn, "session");
     /* NaN eps or tol would pass every comparison: a check that cannot fail;
        they must be finite and > 0. */
     if (!g || !loss || !wrt || n_wrt < 1 || n_feed < 0 ||
@@ -44,8 +44,6 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status, "%s: the graph failed: %s", fn,
                                  g->err);
-    /* Checked here, before kiln_grads, so that bad arguments leave the
-       caller's graph unpoisoned. */
     if (loss->graph != g || kiln_node_stale(loss) || loss->op == KILN_OP_ERROR)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "%s: loss must be a live node of g", fn);
@@ -61,6 +59,56 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                                      "%s: wrt[%d] must be a variable or an "
                                      "input of g, of dtype f32",
                                      fn, i);
+    return KILN_OK;
+}
+
+/* Central differences of the loss in every element x[0..n) of wrt[i],
+   compared with the analytic gradient a; the worst error goes to res. */
+static kiln_status compare_one(kiln_function *fl, kiln_tensor *const *feeds,
+                               kiln_tensor *lt, float *x, const float *a,
+                               int64_t n, int i, double eps,
+                               kiln_gradcheck_result *res)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float saved = x[j];
+        double lp, lm;
+        x[j] = (float)(saved + eps);
+        double hp = (double)x[j] - saved;
+        kiln_status st = run_loss(fl, feeds, lt, &lp);
+        x[j] = (float)(saved - eps);
+        double hm = saved - (double)x[j];
+        if (st == KILN_OK)
+            st = run_loss(fl, feeds, lt, &lm);
+        x[j] = saved;
+        if (st != KILN_OK)
+            return st;
+        double num = (lp - lm) / (hp + hm);
+        double err = fabs(a[j] - num);
+        double rel = err / (1.0 + fabs(num));
+        if (err > res->max_abs_err)
+            res->max_abs_err = err;
+        if (rel > res->max_rel_err || isnan(rel)) {
+            res->max_rel_err = isnan(rel) ? INFINITY : rel;
+            res->worst_node = i;
+            res->worst_index = j;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
+                           kiln_node *const *wrt, int n_wrt,
+                           kiln_node *const *feed_nodes,
+                           kiln_tensor *const *feeds, int n_feed, double eps,
+                           double tol, kiln_gradcheck_result *res)
+{
+    const char *fn = "kiln_gradcheck";
+    if (!s)
+        return kiln_null_arg(fn, "session");
+    kiln_status ck =
+        check_args(s, g, loss, wrt, n_wrt, feed_nodes, feeds, n_feed, eps, tol);
+    if (ck != KILN_OK)
+        return ck;
     kiln_gradcheck_result local = {0};
     if (!res)
         res = &local;
@@ -96,31 +144,8 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                                    fn, i);
             break;
         }
-        const float *a = kiln_tensor_f32(vals[i]);
-        for (int64_t j = 0; j < kiln_shape_numel(wrt[i]->shape); j++) {
-            float saved = x[j];
-            double lp, lm;
-            x[j] = (float)(saved + eps);
-            double hp = (double)x[j] - saved;
-            st = run_loss(fl, feeds, lt, &lp);
-            x[j] = (float)(saved - eps);
-            double hm = saved - (double)x[j];
-            if (st == KILN_OK)
-                st = run_loss(fl, feeds, lt, &lm);
-            x[j] = saved;
-            if (st != KILN_OK)
-                break;
-            double num = (lp - lm) / (hp + hm);
-            double err = fabs(a[j] - num);
-            double rel = err / (1.0 + fabs(num));
-            if (err > res->max_abs_err)
-                res->max_abs_err = err;
-            if (rel > res->max_rel_err || isnan(rel)) {
-                res->max_rel_err = isnan(rel) ? INFINITY : rel;
-                res->worst_node = i;
-                res->worst_index = j;
-            }
-        }
+        st = compare_one(fl, feeds, lt, x, kiln_tensor_f32(vals[i]),
+                         kiln_shape_numel(wrt[i]->shape), i, eps, res);
     }
     if (st == KILN_OK && res->max_rel_err > tol)
         st = kiln_session_fail(
