@@ -412,6 +412,113 @@ static kiln_node *bias_correction(builder *b, const char *slot, float beta)
     return c1;
 }
 
+/* Gradient accumulation: sums each gradient into "<var>.accum" and sets
+   b->apply, true on every accumulate-th call, when grads become the mean. */
+static void accumulate(builder *b, kiln_node **vars, kiln_node **grads, int n)
+{
+    kiln_optimizer *o = b->o;
+    kiln_graph *g = b->g;
+    char buf[STATE_NAME_MAX];
+    float k = (float)o->o.accumulate;
+    kiln_node *micro =
+        state_var(b, global_name(o, "micro", buf), KILN_SCALAR, 0.0f);
+    kiln_node *m1 = kiln_add(g, micro, num(b, 1.0f));
+    b->apply = kiln_ge(g, m1, num(b, k));
+    assign(b, micro, kiln_select(g, b->apply, num(b, 0.0f), m1));
+    for (int i = 0; i < n; i++) {
+        kiln_node *acc = state_var(b, slot_name(o, vars[i]->name, "accum", buf),
+                                   vars[i]->shape, 0.0f);
+        kiln_node *a1 = kiln_add(g, acc, grads[i]);
+        assign(b, acc, kiln_select(g, b->apply, num(b, 0.0f), a1));
+        grads[i] = kiln_div(g, a1, num(b, k));
+    }
+}
+
+/* Clipping by global norm, as torch.nn.utils.clip_grad_norm_. */
+static void clip_grads(builder *b, kiln_node **grads, int n, float clip_norm)
+{
+    kiln_graph *g = b->g;
+    kiln_node *sq = NULL;
+    for (int i = 0; i < n; i++) {
+        kiln_node *s =
+            kiln_sum(g, kiln_mul(g, grads[i], grads[i]), KILN_ALL_AXES, 0);
+        sq = sq ? kiln_add(g, sq, s) : s;
+    }
+    kiln_node *norm = kiln_add(g, kiln_sqrt(g, sq), num(b, 1e-6f));
+    kiln_node *coef =
+        kiln_min(g, kiln_div(g, num(b, clip_norm), norm), num(b, 1.0f));
+    for (int i = 0; i < n; i++)
+        grads[i] = kiln_mul(g, grads[i], coef);
+}
+
+/* Optimiser-wide factors of one step: the learning rate, Adagrad's
+   decayed rate, Adam's bias-corrected step size and sqrt(bias2). */
+typedef struct step_factors {
+    kiln_node *lr, *clr, *step_size, *bc2_sqrt;
+} step_factors;
+
+/* The new value of variable p given its gradient gr, updating its state. */
+static kiln_node *step_one(builder *b, const step_factors *f, kiln_node *p,
+                           kiln_node *gr)
+{
+    kiln_optimizer *o = b->o;
+    const kiln_optim_options *op = &o->o;
+    kiln_graph *g = b->g;
+    kiln_node *np, *lr = f->lr, *clr = f->clr, *step_size = f->step_size,
+                   *bc2_sqrt = f->bc2_sqrt;
+    const char *vn = p->name;
+    char buf[STATE_NAME_MAX];
+    switch (op->kind) {
+    case KILN_SGD: {
+        kiln_node *d = gr;
+        if (op->momentum != 0.0f) {
+            kiln_node *buf_v =
+                state_var(b, slot_name(o, vn, "momentum", buf), p->shape, 0.0f);
+            kiln_node *b1 =
+                kiln_add(g, kiln_mul(g, buf_v, num(b, op->momentum)), gr);
+            update(b, buf_v, b1);
+            d = op->nesterov
+                    ? kiln_add(g, gr, kiln_mul(g, b1, num(b, op->momentum)))
+                    : b1;
+        }
+        np = kiln_sub(g, p, kiln_mul(g, d, lr));
+        break;
+    }
+    case KILN_ADAGRAD: {
+        kiln_node *sum = state_var(b, slot_name(o, vn, "adagrad_sum", buf),
+                                   p->shape, op->initial_accumulator);
+        kiln_node *s1 = kiln_add(g, sum, kiln_mul(g, gr, gr));
+        update(b, sum, s1);
+        kiln_node *std = kiln_add(g, kiln_sqrt(g, s1), num(b, op->eps));
+        np = kiln_sub(g, p, kiln_mul(g, kiln_div(g, gr, std), clr));
+        break;
+    }
+    default: { /* Adam, AdamW */
+        kiln_node *m =
+            state_var(b, slot_name(o, vn, "adam_m", buf), p->shape, 0.0f);
+        kiln_node *v =
+            state_var(b, slot_name(o, vn, "adam_v", buf), p->shape, 0.0f);
+        kiln_node *m1 = kiln_add(g, kiln_mul(g, m, num(b, op->beta1)),
+                                 kiln_mul(g, gr, one_minus(b, op->beta1)));
+        kiln_node *v1 =
+            kiln_add(g, kiln_mul(g, v, num(b, op->beta2)),
+                     kiln_mul(g, kiln_mul(g, gr, one_minus(b, op->beta2)), gr));
+        update(b, m, m1);
+        update(b, v, v1);
+        kiln_node *denom = kiln_add(g, kiln_div(g, kiln_sqrt(g, v1), bc2_sqrt),
+                                    num(b, op->eps));
+        kiln_node *p0 = p;
+        if (op->kind == KILN_ADAMW && op->weight_decay != 0.0f)
+            p0 = kiln_mul(g, p,
+                          kiln_sub(g, num(b, 1.0f),
+                                   kiln_mul(g, lr, num(b, op->weight_decay))));
+        np = kiln_sub(g, p0, kiln_mul(g, kiln_div(g, m1, denom), step_size));
+        break;
+    }
+    }
+    return np;
+}
+
 /* Adds the update of vars (their gradients in grads, overwritten) and
    returns the doall of every assignment, or the poison node. */
 static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
@@ -426,23 +533,8 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
     if (!b->assigns)
         return kiln_graph_fail(g, KILN_ERR_MEMORY, "optimiser: out of memory");
 
-    /* accumulation: sum into "<var>.accum", apply the mean on the k-th call */
-    if (accumulating(o)) {
-        float k = (float)op->accumulate;
-        kiln_node *micro =
-            state_var(b, global_name(o, "micro", buf), KILN_SCALAR, 0.0f);
-        kiln_node *m1 = kiln_add(g, micro, num(b, 1.0f));
-        b->apply = kiln_ge(g, m1, num(b, k));
-        assign(b, micro, kiln_select(g, b->apply, num(b, 0.0f), m1));
-        for (int i = 0; i < n; i++) {
-            kiln_node *acc =
-                state_var(b, slot_name(o, vars[i]->name, "accum", buf),
-                          vars[i]->shape, 0.0f);
-            kiln_node *a1 = kiln_add(g, acc, grads[i]);
-            assign(b, acc, kiln_select(g, b->apply, num(b, 0.0f), a1));
-            grads[i] = kiln_div(g, a1, num(b, k));
-        }
-    }
+    if (accumulating(o))
+        accumulate(b, vars, grads, n);
 
     /* step counter t (this step included) and learning rate */
     kiln_node *step =
@@ -451,88 +543,25 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
     assign(b, step, t);
     kiln_node *lr = lr_node(b, t);
 
-    /* clipping by global norm, as torch.nn.utils.clip_grad_norm_ */
-    if (op->clip_norm > 0.0f) {
-        kiln_node *sq = NULL;
-        for (int i = 0; i < n; i++) {
-            kiln_node *s =
-                kiln_sum(g, kiln_mul(g, grads[i], grads[i]), KILN_ALL_AXES, 0);
-            sq = sq ? kiln_add(g, sq, s) : s;
-        }
-        kiln_node *norm = kiln_add(g, kiln_sqrt(g, sq), num(b, 1e-6f));
-        kiln_node *coef =
-            kiln_min(g, kiln_div(g, num(b, op->clip_norm), norm), num(b, 1.0f));
-        for (int i = 0; i < n; i++)
-            grads[i] = kiln_mul(g, grads[i], coef);
-    }
+    if (op->clip_norm > 0.0f)
+        clip_grads(b, grads, n, op->clip_norm);
 
     /* optimiser-wide factors */
-    kiln_node *step_size = NULL, *bc2_sqrt = NULL, *clr = lr;
+    step_factors f = {lr, lr, NULL, NULL};
     if (is_adam(o)) {
-        step_size = kiln_div(g, lr, bias_correction(b, "bias1", op->beta1));
-        bc2_sqrt = kiln_sqrt(g, bias_correction(b, "bias2", op->beta2));
+        f.step_size = kiln_div(g, lr, bias_correction(b, "bias1", op->beta1));
+        f.bc2_sqrt = kiln_sqrt(g, bias_correction(b, "bias2", op->beta2));
     } else if (op->kind == KILN_ADAGRAD && op->lr_decay != 0.0f) {
         kiln_node *d =
             kiln_mul(g, kiln_sub(g, t, num(b, 1.0f)), num(b, op->lr_decay));
-        clr = kiln_div(g, lr, kiln_add(g, num(b, 1.0f), d));
+        f.clr = kiln_div(g, lr, kiln_add(g, num(b, 1.0f), d));
     }
 
     for (int i = 0; i < n && g->status == KILN_OK; i++) {
-        kiln_node *p = vars[i], *gr = grads[i], *np;
-        const char *vn = p->name;
+        kiln_node *p = vars[i], *gr = grads[i];
         if (op->weight_decay != 0.0f && op->kind != KILN_ADAMW)
             gr = kiln_add(g, gr, kiln_mul(g, p, num(b, op->weight_decay)));
-        switch (op->kind) {
-        case KILN_SGD: {
-            kiln_node *d = gr;
-            if (op->momentum != 0.0f) {
-                kiln_node *buf_v = state_var(
-                    b, slot_name(o, vn, "momentum", buf), p->shape, 0.0f);
-                kiln_node *b1 =
-                    kiln_add(g, kiln_mul(g, buf_v, num(b, op->momentum)), gr);
-                update(b, buf_v, b1);
-                d = op->nesterov
-                        ? kiln_add(g, gr, kiln_mul(g, b1, num(b, op->momentum)))
-                        : b1;
-            }
-            np = kiln_sub(g, p, kiln_mul(g, d, lr));
-            break;
-        }
-        case KILN_ADAGRAD: {
-            kiln_node *sum = state_var(b, slot_name(o, vn, "adagrad_sum", buf),
-                                       p->shape, op->initial_accumulator);
-            kiln_node *s1 = kiln_add(g, sum, kiln_mul(g, gr, gr));
-            update(b, sum, s1);
-            kiln_node *std = kiln_add(g, kiln_sqrt(g, s1), num(b, op->eps));
-            np = kiln_sub(g, p, kiln_mul(g, kiln_div(g, gr, std), clr));
-            break;
-        }
-        default: { /* Adam, AdamW */
-            kiln_node *m =
-                state_var(b, slot_name(o, vn, "adam_m", buf), p->shape, 0.0f);
-            kiln_node *v =
-                state_var(b, slot_name(o, vn, "adam_v", buf), p->shape, 0.0f);
-            kiln_node *m1 = kiln_add(g, kiln_mul(g, m, num(b, op->beta1)),
-                                     kiln_mul(g, gr, one_minus(b, op->beta1)));
-            kiln_node *v1 = kiln_add(
-                g, kiln_mul(g, v, num(b, op->beta2)),
-                kiln_mul(g, kiln_mul(g, gr, one_minus(b, op->beta2)), gr));
-            update(b, m, m1);
-            update(b, v, v1);
-            kiln_node *denom = kiln_add(
-                g, kiln_div(g, kiln_sqrt(g, v1), bc2_sqrt), num(b, op->eps));
-            kiln_node *p0 = p;
-            if (op->kind == KILN_ADAMW && op->weight_decay != 0.0f)
-                p0 = kiln_mul(
-                    g, p,
-                    kiln_sub(g, num(b, 1.0f),
-                             kiln_mul(g, lr, num(b, op->weight_decay))));
-            np =
-                kiln_sub(g, p0, kiln_mul(g, kiln_div(g, m1, denom), step_size));
-            break;
-        }
-        }
-        update(b, p, np);
+        update(b, p, step_one(b, &f, p, gr));
     }
     if (g->status != KILN_OK)
         return &g->poison;
