@@ -123,42 +123,11 @@ static int fused_shape(const kiln_node *n, kiln_shape *s)
 
 /* The shape n's op gives its inputs; 0 when the inputs or attributes are
    not valid for the op. */
-static int infer_shape(const kiln_node *n, kiln_shape *s)
+/* Shape of a movement op (reshape, permute, broadcast, slice, pad, concat)
+   from its input; 0 when the attributes do not fit the input. */
+static int movement_shape(const kiln_node *n, kiln_shape *s)
 {
-    const kiln_node *x = n->n_in ? n->in[0] : NULL;
-    switch (kiln_op_table[n->op].kind) {
-    case KILN_KIND_LEAF:
-        *s = n->shape;
-        return n->op != KILN_OP_CONSTANT || n->at.data ||
-               !kiln_shape_numel(n->shape);
-    case KILN_KIND_UNARY:
-        *s = x->shape;
-        return 1;
-    case KILN_KIND_BINARY:
-    case KILN_KIND_TERNARY:
-        return broadcast_all(n, s);
-    case KILN_KIND_FUSED:
-        return fused_program_ok(n) && fused_shape(n, s);
-    case KILN_KIND_REDUCE:
-        *s = reduced(n);
-        return !(n->at.axes >> x->shape.ndim);
-    case KILN_KIND_CONTRACT:
-        return matmul_shape(n, s);
-    case KILN_KIND_STATE:
-        *s = n->op == KILN_OP_DOALL ? KILN_SCALAR : n->in[1]->shape;
-        return n->op == KILN_OP_DOALL ||
-               (x->op == KILN_OP_VARIABLE && kiln_shape_equal(x->shape, *s));
-    case KILN_KIND_CONVERT:
-        *s = x->shape;
-        if (n->op == KILN_OP_ONEHOT) {
-            if (s->ndim >= KILN_MAX_DIMS)
-                return 0;
-            s->d[s->ndim++] = n->at.depth;
-        }
-        return 1;
-    case KILN_KIND_MOVE:
-        break;
-    }
+    const kiln_node *x = n->in[0];
     *s = x->shape;
     switch (n->op) {
     case KILN_OP_RESHAPE:
@@ -213,6 +182,45 @@ static int infer_shape(const kiln_node *n, kiln_shape *s)
     default:
         return 0;
     }
+}
+
+static int infer_shape(const kiln_node *n, kiln_shape *s)
+{
+    const kiln_node *x = n->n_in ? n->in[0] : NULL;
+    switch (kiln_op_table[n->op].kind) {
+    case KILN_KIND_LEAF:
+        *s = n->shape;
+        return n->op != KILN_OP_CONSTANT || n->at.data ||
+               !kiln_shape_numel(n->shape);
+    case KILN_KIND_UNARY:
+        *s = x->shape;
+        return 1;
+    case KILN_KIND_BINARY:
+    case KILN_KIND_TERNARY:
+        return broadcast_all(n, s);
+    case KILN_KIND_FUSED:
+        return fused_program_ok(n) && fused_shape(n, s);
+    case KILN_KIND_REDUCE:
+        *s = reduced(n);
+        return !(n->at.axes >> x->shape.ndim);
+    case KILN_KIND_CONTRACT:
+        return matmul_shape(n, s);
+    case KILN_KIND_STATE:
+        *s = n->op == KILN_OP_DOALL ? KILN_SCALAR : n->in[1]->shape;
+        return n->op == KILN_OP_DOALL ||
+               (x->op == KILN_OP_VARIABLE && kiln_shape_equal(x->shape, *s));
+    case KILN_KIND_CONVERT:
+        *s = x->shape;
+        if (n->op == KILN_OP_ONEHOT) {
+            if (s->ndim >= KILN_MAX_DIMS)
+                return 0;
+            s->d[s->ndim++] = n->at.depth;
+        }
+        return 1;
+    case KILN_KIND_MOVE:
+        return movement_shape(n, s);
+    }
+    return 0;
 }
 
 static kiln_dtype infer_dtype(const kiln_node *n)
