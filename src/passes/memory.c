@@ -294,11 +294,46 @@ static int place(buffer *bufs, int n, size_t *peak)
     return ok;
 }
 
+/* The step at which each node is computed (-1: not computed) and the last
+   step that reads it (n: read after the run, as outputs and assigns are);
+   adds up mp->unplanned. 0 when that sum would pass PTRDIFF_MAX. */
+static int live_ranges(const kiln_program *p, kiln_memory_plan *mp, int *step,
+                       int *last, unsigned char *is_output)
+{
+    const kiln_graph *g = p->g;
+    int n = g->n_nodes, n_steps = 0;
+    for (int id = 0; id < n; id++) {
+        const kiln_node *x = g->nodes[id];
+        mp->inplace[id] = -1;
+        step[id] = computed(x) ? n_steps++ : -1;
+        last[id] = step[id];
+        for (int k = 0; k < x->n_in; k++)
+            last[x->in[k]->id] = step[id];
+        if (computed(x)) {
+            /* the sum of all buffers bounds every offset placed below */
+            size_t b = aligned(bytes_of(x));
+            if (b > (size_t)PTRDIFF_MAX - mp->unplanned)
+                return 0;
+            mp->unplanned += b;
+        }
+    }
+    /* read after the last step: outputs, and assign nodes (copied to their
+       variables) */
+    for (int id = 0; id < n; id++)
+        if (g->nodes[id]->op == KILN_OP_ASSIGN)
+            last[id] = n;
+    for (int i = 0; i < p->n_out; i++) {
+        last[p->outputs[i]->id] = n;
+        is_output[p->outputs[i]->id] = 1;
+    }
+    return 1;
+}
+
 kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
                              kiln_memory_plan *mp)
 {
     const kiln_graph *g = p->g;
-    int n = g->n_nodes, n_steps = 0, n_bufs = 0;
+    int n = g->n_nodes, n_bufs = 0;
     memset(mp, 0, sizeof *mp);
     mp->offset = calloc((size_t)n + 1, sizeof *mp->offset);
     mp->inplace = malloc(((size_t)n + 1) * sizeof *mp->inplace);
@@ -314,30 +349,8 @@ kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
         !owner || !bufs || !is_output || !vu)
         goto done;
     find_var_uses(g, vu);
-    for (int id = 0; id < n; id++) {
-        const kiln_node *x = g->nodes[id];
-        mp->inplace[id] = -1;
-        step[id] = computed(x) ? n_steps++ : -1;
-        last[id] = step[id];
-        for (int k = 0; k < x->n_in; k++)
-            last[x->in[k]->id] = step[id];
-        if (computed(x)) {
-            /* the sum of all buffers bounds every offset placed below */
-            size_t b = aligned(bytes_of(x));
-            if (b > (size_t)PTRDIFF_MAX - mp->unplanned)
-                goto done;
-            mp->unplanned += b;
-        }
-    }
-    /* read after the last step: outputs, and assign nodes (copied to their
-       variables) */
-    for (int id = 0; id < n; id++)
-        if (g->nodes[id]->op == KILN_OP_ASSIGN)
-            last[id] = n;
-    for (int i = 0; i < p->n_out; i++) {
-        last[p->outputs[i]->id] = n;
-        is_output[p->outputs[i]->id] = 1;
-    }
+    if (!live_ranges(p, mp, step, last, is_output))
+        goto done;
     for (int id = 0; id < n; id++) {
         const kiln_node *x = g->nodes[id];
         if (!computed(x))
