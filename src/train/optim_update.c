@@ -1,0 +1,373 @@
+/* The optimiser's update as graph nodes: the scheduled learning rate,
+   bias corrections, accumulation, clipping and each kind's step, written
+   back with kiln_assign; and the two forms that use it (run-time update of
+   a dynamic graph, graph-form step for compiled functions). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad/grad.h"
+#include "runtime/runtime.h"
+#include "train/optim.h"
+
+/* ------------------------------------------------------------ update nodes */
+
+typedef struct builder {
+    kiln_optimizer *o;
+    kiln_graph *g;
+    kiln_node *apply; /* 1 on calls that apply the update; NULL: all do */
+    kiln_node **assigns;
+    int n_assigns, cap_assigns;
+} builder;
+
+static kiln_node *num(builder *b, float v)
+{
+    return kiln_scalar(b->g, v);
+}
+
+/* 1 - v, rounded once from double. */
+static kiln_node *one_minus(builder *b, float v)
+{
+    return num(b, (float)(1.0 - (double)v));
+}
+
+/* The non-trainable f32 state variable name, created with value init. */
+static kiln_node *state_var(builder *b, const char *name, kiln_shape shape,
+                            float init)
+{
+    if (!name)
+        return kiln_graph_fail(b->g, KILN_ERR_ARG,
+                               "optimiser: state variable name too long");
+    kiln_node *v =
+        kiln_variable(b->g, name, KILN_F32, shape,
+                      init == 0.0f ? kiln_init_zeros() : kiln_init_value(init));
+    return kiln_node_set_trainable(v, 0);
+}
+
+static void assign(builder *b, kiln_node *var, kiln_node *value)
+{
+    if (b->n_assigns < b->cap_assigns)
+        b->assigns[b->n_assigns++] = kiln_assign(b->g, var, value);
+    else
+        kiln_graph_fail(b->g, KILN_ERR_MEMORY,
+                        "optimiser: too many assignments");
+}
+
+/* Assigns value on the calls that apply the update, keeps var otherwise. */
+static void update(builder *b, kiln_node *var, kiln_node *value)
+{
+    assign(b, var, b->apply ? kiln_select(b->g, b->apply, value, var) : value);
+}
+
+/* The scheduled learning rate for the step counted by t (steps applied,
+   this one included), as schedule_lr in f32 nodes. */
+static kiln_node *lr_node(builder *b, kiln_node *t)
+{
+    const kiln_optim_options *o = &b->o->o;
+    kiln_graph *g = b->g;
+    if (o->schedule == KILN_LR_CONSTANT && o->warmup_steps <= 0)
+        return num(b, o->lr);
+    kiln_node *e = kiln_max(g, kiln_sub(g, t, num(b, 1.0f)), num(b, 0.0f));
+    kiln_node *em = e;
+    if (o->warmup_steps > 0)
+        em = kiln_max(g, kiln_sub(g, e, num(b, (float)o->warmup_steps)),
+                      num(b, 0.0f));
+    kiln_node *lr;
+    switch (o->schedule) {
+    case KILN_LR_STEP: {
+        kiln_node *k = kiln_div(g, em, num(b, (float)o->step_size));
+        /* floor (k >= 0) as a round trip through i32 */
+        k = kiln_cast(g, kiln_cast(g, k, KILN_I32), KILN_F32);
+        lr = kiln_mul(g, num(b, o->lr), kiln_pow(g, num(b, o->gamma), k));
+        break;
+    }
+    case KILN_LR_COSINE: {
+        float total = (float)o->total_steps;
+        kiln_node *p =
+            kiln_div(g, kiln_min(g, em, num(b, total)), num(b, total));
+        kiln_node *c = kiln_cos(g, kiln_mul(g, p, num(b, (float)KILN_PI)));
+        kiln_node *h = kiln_mul(g, kiln_add(g, num(b, 1.0f), c), num(b, 0.5f));
+        lr = kiln_add(
+            g, num(b, o->min_lr),
+            kiln_mul(g, num(b, (float)((double)o->lr - o->min_lr)), h));
+        break;
+    }
+    default:
+        lr = num(b, o->lr);
+        break;
+    }
+    if (o->warmup_steps > 0) {
+        kiln_node *w = num(b, (float)o->warmup_steps);
+        kiln_node *warm = kiln_mul(
+            g, num(b, o->lr), kiln_div(g, kiln_add(g, e, num(b, 1.0f)), w));
+        lr = kiln_select(g, kiln_lt(g, e, w), warm, lr);
+    }
+    return lr;
+}
+
+/* Bias correction 1 - beta^t kept as a state variable c and advanced by
+   c' = (1 - beta) + beta c, which stays accurate in f32 where computing
+   1 - beta^t would cancel. */
+static kiln_node *bias_correction(builder *b, const char *slot, float beta)
+{
+    char buf[STATE_NAME_MAX];
+    kiln_node *c =
+        state_var(b, global_name(b->o, slot, buf), KILN_SCALAR, 0.0f);
+    kiln_node *c1 =
+        kiln_add(b->g, kiln_mul(b->g, c, num(b, beta)), one_minus(b, beta));
+    update(b, c, c1);
+    return c1;
+}
+
+/* Gradient accumulation: sums each gradient into "<var>.accum" and sets
+   b->apply, true on every accumulate-th call, when grads become the mean. */
+static void accumulate(builder *b, kiln_node **vars, kiln_node **grads, int n)
+{
+    kiln_optimizer *o = b->o;
+    kiln_graph *g = b->g;
+    char buf[STATE_NAME_MAX];
+    float k = (float)o->o.accumulate;
+    kiln_node *micro =
+        state_var(b, global_name(o, "micro", buf), KILN_SCALAR, 0.0f);
+    kiln_node *m1 = kiln_add(g, micro, num(b, 1.0f));
+    b->apply = kiln_ge(g, m1, num(b, k));
+    assign(b, micro, kiln_select(g, b->apply, num(b, 0.0f), m1));
+    for (int i = 0; i < n; i++) {
+        kiln_node *acc = state_var(b, slot_name(o, vars[i]->name, "accum", buf),
+                                   vars[i]->shape, 0.0f);
+        kiln_node *a1 = kiln_add(g, acc, grads[i]);
+        assign(b, acc, kiln_select(g, b->apply, num(b, 0.0f), a1));
+        grads[i] = kiln_div(g, a1, num(b, k));
+    }
+}
+
+/* Clipping by global norm, as torch.nn.utils.clip_grad_norm_. */
+static void clip_grads(builder *b, kiln_node **grads, int n, float clip_norm)
+{
+    kiln_graph *g = b->g;
+    kiln_node *sq = NULL;
+    for (int i = 0; i < n; i++) {
+        kiln_node *s =
+            kiln_sum(g, kiln_mul(g, grads[i], grads[i]), KILN_ALL_AXES, 0);
+        sq = sq ? kiln_add(g, sq, s) : s;
+    }
+    kiln_node *norm = kiln_add(g, kiln_sqrt(g, sq), num(b, 1e-6f));
+    kiln_node *coef =
+        kiln_min(g, kiln_div(g, num(b, clip_norm), norm), num(b, 1.0f));
+    for (int i = 0; i < n; i++)
+        grads[i] = kiln_mul(g, grads[i], coef);
+}
+
+/* Optimiser-wide factors of one step: the learning rate, Adagrad's
+   decayed rate, Adam's bias-corrected step size and sqrt(bias2). */
+typedef struct step_factors {
+    kiln_node *lr, *clr, *step_size, *bc2_sqrt;
+} step_factors;
+
+/* The new value of variable p given its gradient gr, updating its state. */
+static kiln_node *step_one(builder *b, const step_factors *f, kiln_node *p,
+                           kiln_node *gr)
+{
+    kiln_optimizer *o = b->o;
+    const kiln_optim_options *op = &o->o;
+    kiln_graph *g = b->g;
+    kiln_node *np, *lr = f->lr, *clr = f->clr, *step_size = f->step_size,
+                   *bc2_sqrt = f->bc2_sqrt;
+    const char *vn = p->name;
+    char buf[STATE_NAME_MAX];
+    switch (op->kind) {
+    case KILN_SGD: {
+        kiln_node *d = gr;
+        if (op->momentum != 0.0f) {
+            kiln_node *buf_v =
+                state_var(b, slot_name(o, vn, "momentum", buf), p->shape, 0.0f);
+            kiln_node *b1 =
+                kiln_add(g, kiln_mul(g, buf_v, num(b, op->momentum)), gr);
+            update(b, buf_v, b1);
+            d = op->nesterov
+                    ? kiln_add(g, gr, kiln_mul(g, b1, num(b, op->momentum)))
+                    : b1;
+        }
+        np = kiln_sub(g, p, kiln_mul(g, d, lr));
+        break;
+    }
+    case KILN_ADAGRAD: {
+        kiln_node *sum = state_var(b, slot_name(o, vn, "adagrad_sum", buf),
+                                   p->shape, op->initial_accumulator);
+        kiln_node *s1 = kiln_add(g, sum, kiln_mul(g, gr, gr));
+        update(b, sum, s1);
+        kiln_node *std = kiln_add(g, kiln_sqrt(g, s1), num(b, op->eps));
+        np = kiln_sub(g, p, kiln_mul(g, kiln_div(g, gr, std), clr));
+        break;
+    }
+    default: { /* Adam, AdamW */
+        kiln_node *m =
+            state_var(b, slot_name(o, vn, "adam_m", buf), p->shape, 0.0f);
+        kiln_node *v =
+            state_var(b, slot_name(o, vn, "adam_v", buf), p->shape, 0.0f);
+        kiln_node *m1 = kiln_add(g, kiln_mul(g, m, num(b, op->beta1)),
+                                 kiln_mul(g, gr, one_minus(b, op->beta1)));
+        kiln_node *v1 =
+            kiln_add(g, kiln_mul(g, v, num(b, op->beta2)),
+                     kiln_mul(g, kiln_mul(g, gr, one_minus(b, op->beta2)), gr));
+        update(b, m, m1);
+        update(b, v, v1);
+        kiln_node *denom = kiln_add(g, kiln_div(g, kiln_sqrt(g, v1), bc2_sqrt),
+                                    num(b, op->eps));
+        kiln_node *p0 = p;
+        if (op->kind == KILN_ADAMW && op->weight_decay != 0.0f)
+            p0 = kiln_mul(g, p,
+                          kiln_sub(g, num(b, 1.0f),
+                                   kiln_mul(g, lr, num(b, op->weight_decay))));
+        np = kiln_sub(g, p0, kiln_mul(g, kiln_div(g, m1, denom), step_size));
+        break;
+    }
+    }
+    return np;
+}
+
+/* Adds the update of vars (their gradients in grads, overwritten) and
+   returns the doall of every assignment, or the poison node. */
+static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
+                               kiln_node **vars, kiln_node **grads, int n)
+{
+    const kiln_optim_options *op = &o->o;
+    char buf[STATE_NAME_MAX];
+    builder bb = {o, g, NULL, NULL, 0, 4 * n + 8};
+    builder *b = &bb;
+    b->assigns =
+        kiln_graph_alloc(g, (size_t)b->cap_assigns * sizeof *b->assigns);
+    if (!b->assigns)
+        return kiln_graph_fail(g, KILN_ERR_MEMORY, "optimiser: out of memory");
+
+    if (accumulating(o))
+        accumulate(b, vars, grads, n);
+
+    /* step counter t (this step included) and learning rate */
+    kiln_node *step =
+        state_var(b, global_name(o, "step", buf), KILN_SCALAR, 0.0f);
+    kiln_node *t = kiln_add(g, step, b->apply ? b->apply : num(b, 1.0f));
+    assign(b, step, t);
+    kiln_node *lr = lr_node(b, t);
+
+    if (op->clip_norm > 0.0f)
+        clip_grads(b, grads, n, op->clip_norm);
+
+    /* optimiser-wide factors */
+    step_factors f = {lr, lr, NULL, NULL};
+    if (is_adam(o)) {
+        f.step_size = kiln_div(g, lr, bias_correction(b, "bias1", op->beta1));
+        f.bc2_sqrt = kiln_sqrt(g, bias_correction(b, "bias2", op->beta2));
+    } else if (op->kind == KILN_ADAGRAD && op->lr_decay != 0.0f) {
+        kiln_node *d =
+            kiln_mul(g, kiln_sub(g, t, num(b, 1.0f)), num(b, op->lr_decay));
+        f.clr = kiln_div(g, lr, kiln_add(g, num(b, 1.0f), d));
+    }
+
+    for (int i = 0; i < n && g->status == KILN_OK; i++) {
+        kiln_node *p = vars[i], *gr = grads[i];
+        if (op->weight_decay != 0.0f && op->kind != KILN_ADAMW)
+            gr = kiln_add(g, gr, kiln_mul(g, p, num(b, op->weight_decay)));
+        update(b, p, step_one(b, &f, p, gr));
+    }
+    if (g->status != KILN_OK)
+        return &g->poison;
+    return kiln_doall(g, b->assigns, b->n_assigns);
+}
+
+/* ------------------------------------------------------------ the two forms */
+
+kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
+{
+    const char *fn = "kiln_optimizer_update";
+    if (!o) {
+        kiln_set_last_error("%s: optimizer is NULL", fn);
+        return KILN_ERR_ARG;
+    }
+    kiln_session *s = o->s;
+    if (!s) {
+        kiln_set_last_error("%s: the optimiser's session was freed", fn);
+        return KILN_ERR_STATE;
+    }
+    if (!g)
+        return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
+    if (g->status != KILN_OK)
+        return kiln_session_fail(s, g->status, "%s: the graph failed: %s", fn,
+                                 g->err);
+    kiln_status st = kiln_dynamic_gradients(s, g, fn);
+    if (st != KILN_OK)
+        return st;
+    int top = g->backward_loss->id, n = 0;
+    kiln_node **vars = malloc((size_t)(2 * g->n_vars + 1) * sizeof *vars);
+    if (!vars)
+        return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", fn);
+    kiln_node **grads = vars + g->n_vars;
+    for (int i = 0; i < g->n_vars; i++) {
+        kiln_node *v = g->vars[i];
+        if (v->at.trainable && v->id <= top && v->grad && v->grad->value) {
+            vars[n] = v;
+            grads[n++] = v->grad;
+        }
+    }
+    if (n == 0) {
+        st = kiln_session_fail(s, KILN_ERR_ARG,
+                               "%s: the loss depends on no trainable variable",
+                               fn);
+    } else {
+        build_update(o, g, vars, grads, n);
+        st = g->status != KILN_OK
+                 ? kiln_session_fail(s, g->status, "%s: %s", fn, g->err)
+                 : kiln_forward(s, g);
+    }
+    free(vars);
+    return st;
+}
+
+kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
+                                     kiln_node *loss)
+{
+    const char *fn = "kiln_optimizer_build_step";
+    char b1[96];
+    if (!g)
+        return NULL;
+    if (!o)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: optimizer is NULL", fn);
+    if (!kiln_graph_check(g, fn, loss))
+        return &g->poison;
+    if (loss->dtype != KILN_F32 || kiln_shape_numel(loss->shape) != 1)
+        return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                               "%s: loss %%%d must be an f32 "
+                               "scalar, not %s%s",
+                               fn, loss->id, kiln_dtype_name(loss->dtype),
+                               kiln_shape_str(loss->shape, b1, sizeof b1));
+    int top = loss->id, n_wrt = 0, n = 0;
+    /* the variables and adjoints kiln_backward would build */
+    kiln_node **wrt = malloc((size_t)(3 * g->n_vars + 1) * sizeof *wrt);
+    kiln_node **adj = calloc((size_t)top + 1, sizeof *adj);
+    if (!wrt || !adj) {
+        free(wrt);
+        free(adj);
+        return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory", fn);
+    }
+    kiln_node **vars = wrt + g->n_vars, **grads = vars + g->n_vars;
+    for (int i = 0; i < g->n_vars; i++)
+        if (g->vars[i]->at.trainable && g->vars[i]->id <= top)
+            wrt[n_wrt++] = g->vars[i];
+    kiln_node *out = &g->poison;
+    if (kiln_build_adjoints(g, loss, NULL, wrt, n_wrt, adj) == KILN_OK) {
+        for (int i = 0; i < n_wrt; i++)
+            if (adj[wrt[i]->id]) {
+                vars[n] = wrt[i];
+                grads[n++] = adj[wrt[i]->id];
+            }
+        out = n ? build_update(o, g, vars, grads, n)
+                : kiln_graph_fail(
+                      g, KILN_ERR_ARG,
+                      "%s: loss %%%d depends on no trainable variable", fn,
+                      loss->id);
+    }
+    free(wrt);
+    free(adj);
+    return out;
+}
