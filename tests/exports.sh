@@ -1,14 +1,15 @@
 #!/bin/sh
-# Fails when libkiln.so exports a symbol that include/kiln.h does not
-# declare, or does not export one it declares (the library is built with
-# -fvisibility=hidden and the header makes its declarations visible).
+# Fails when libkiln.so exports a symbol that include/kiln.h (with the
+# per-area headers it includes, include/kiln/*.h) does not declare, or does
+# not export one it declares (the library is built with -fvisibility=hidden
+# and the headers make their declarations visible).
 # usage: exports.sh LIBKILN_SO KILN_H CC
 set -e
 lib=$1 header=$2 cc=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # functions the header declares: names followed by "(" after preprocessing
-"$cc" -E -P "$header" | grep -o 'kiln_[A-Za-z0-9_]*[[:space:]]*(' |
+"$cc" -E -P -I"$(dirname "$header")" "$header" | grep -o 'kiln_[A-Za-z0-9_]*[[:space:]]*(' |
     sed 's/[[:space:](]//g' | sort -u >"$tmp/declared"
 nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u >"$tmp/exported"
 if [ ! -s "$tmp/exported" ] || [ ! -s "$tmp/declared" ]; then

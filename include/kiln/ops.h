@@ -1,0 +1,154 @@
+/* Kiln: the ops (builders that add a node to a graph).
+   Part of the public API: include "kiln.h", which includes every part. */
+#ifndef KILN_OPS_H
+#define KILN_OPS_H
+
+#include "kiln/graph.h"
+
+KILN_DECLS_BEGIN
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* Unary elementwise ops on f32. */
+kiln_node *kiln_neg(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_abs(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sign(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_exp(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_log(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sqrt(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sin(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_cos(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_tanh(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_sigmoid(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_relu(kiln_graph *g, kiln_node *x);
+kiln_node *kiln_erf(kiln_graph *g, kiln_node *x);
+/* x * s for a float s (a constant scalar broadcast). */
+kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s);
+/* gelu, tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
+kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x);
+/* gelu, exact form: 0.5x(1+erf(x/sqrt 2)). */
+kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x);
+
+/* Binary elementwise ops with numpy broadcasting. */
+kiln_node *kiln_add(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_sub(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_div(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_pow(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* max / min (and relu) propagate NaN, and a tie splits the gradient evenly
+   between a and b, as torch.maximum / torch.minimum. */
+kiln_node *kiln_max(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_min(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* Comparisons give f32 1.0 where true, 0.0 where false; no gradient. */
+kiln_node *kiln_lt(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_le(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_gt(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_ge(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_eq(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* where(cond != 0, a, b), all three broadcast together. */
+kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
+                       kiln_node *b);
+
+/* ---------------------------------------------------------------- reductions */
+
+/* Sum / max / mean over the axes in the mask; keepdims keeps them as size 1.
+   KILN_ALL_AXES reduces everything. */
+kiln_node *kiln_sum(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
+kiln_node *kiln_reduce_max(kiln_graph *g, kiln_node *x, unsigned axes,
+                           int keepdims);
+kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
+/* Index of the largest element along axis, or of the first NaN (i32, axis
+   removed); no gradient. */
+kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis);
+
+/* ---------------------------------------------------------------- movement */
+
+/* Same data, new shape (numel must match; one dimension may be -1). */
+kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape);
+/* Output axis i is input axis perm[i]; perm has ndim entries. */
+kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm);
+/* Swaps the last two axes. */
+kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x);
+/* numpy broadcast of x to shape. */
+kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape);
+/* nGraph Broadcast: the output has shape; the axes in new_axes are new and
+   the remaining ones are x's, in order. */
+kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
+                          unsigned new_axes);
+/* x[start[i]:stop[i]] on every axis (negative values count from the end). */
+kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
+                      const int64_t *stop);
+/* Concatenation of n nodes along axis. */
+kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis);
+/* Pads lo[i] before and hi[i] after every axis with value. */
+kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
+                    const int64_t *hi, float value);
+
+/* ---------------------------------------------------------------- contraction */
+
+/* Matrix product of the last two axes, leading (batch) axes broadcast;
+   trans_a/trans_b transpose an operand's last two axes. 1-D operands are not
+   accepted: reshape them. */
+kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
+                       int trans_b);
+/* nGraph Dot: contracts the last n axes of a with the first n of b. */
+kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n);
+
+/* ---------------------------------------------------------------- conversion */
+
+/* i32 labels -> f32 one-hot with a new last axis of size depth; no gradient.
+   Labels outside [0, depth) give a zero row. */
+kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth);
+/* Converts between f32 and i32 (truncation toward zero). */
+kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt);
+/* Identity in the forward pass; blocks gradients. */
+kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x);
+
+/* ---------------------------------------------------------------- composites */
+
+/* Numerically stable softmax / log-softmax along axis (negative counts from
+   the end); f32 only, a bad axis poisons the graph. */
+kiln_node *kiln_softmax(kiln_graph *g, kiln_node *x, int axis);
+kiln_node *kiln_log_softmax(kiln_graph *g, kiln_node *x, int axis);
+/* x W + b, with b broadcast over rows. */
+kiln_node *kiln_affine(kiln_graph *g, kiln_node *x, kiln_node *w, kiln_node *b);
+/* nGraph's clipped cross-entropy: -Sum(Log(Maximum(p, exp(log_min))) *
+   onehot) / n, with n an f32 scalar node (e.g. the batch size as an input);
+   any other n poisons the graph. */
+kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
+                              kiln_node *onehot, kiln_node *n, float log_min);
+/* Mean over the batch of -log softmax(logits)[label]; labels i32 [N],
+   logits f32 [N, C].  NaN for N = 0.  A label outside [0, C) is a run-time
+   error (KILN_ERR_ARG from kiln_run / kiln_forward / kiln_backward). */
+kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
+                                      kiln_node *labels);
+/* How a loss combines its per-sample terms. */
+typedef enum kiln_reduction {
+    KILN_REDUCE_MEAN,
+    KILN_REDUCE_SUM
+} kiln_reduction;
+/* kiln_softmax_cross_entropy with a choice of mean or sum over the batch. */
+kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
+                                             kiln_node *labels,
+                                             kiln_reduction reduction);
+/* PopXL's nll_loss_with_softmax_grad: from probabilities probs [N, C] (a
+   softmax output) and i32 labels [N], *loss = mean(-log probs[label]) and
+   *dlogits = (probs - onehot(labels)) / N, the loss's gradient with respect
+   to the logits behind the softmax.  A label outside [0, C) is a run-time
+   error.  KILN_OK or the graph's error (both outputs poisoned). */
+kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
+                                            kiln_node *labels, kiln_node **loss,
+                                            kiln_node **dlogits);
+/* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
+kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y);
+
+/* ---------------------------------------------------------------- state ops */
+
+/* After a run, the variable takes value (computed before any assignment of
+   the same run).  The node's own value is the new value. */
+kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value);
+/* Groups nodes so that compiling the group runs them all (ngraph doall). */
+kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n);
+
+KILN_DECLS_END
+#endif /* KILN_OPS_H */
