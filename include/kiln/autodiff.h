@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- autodiff */
+/* ---------------------------------------------- autodiff */
 
 /* dy/dx for a scalar y, as a new node of x's shape.  A zero node when y does
    not depend on x. */
@@ -21,7 +21,7 @@ kiln_status kiln_grads(kiln_graph *g, kiln_node *y, kiln_node *delta,
 kiln_node *kiln_backprop_node(kiln_graph *g, kiln_node *y, kiln_node *delta,
                               kiln_node *x);
 
-/* ---------------------------------------------------------------- gradient checking */
+/* ---------------------------------------------- gradient checking */
 
 typedef struct kiln_gradcheck_result {
     double max_abs_err;  /* largest |autodiff - numeric| */

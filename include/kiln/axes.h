@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- named axes */
+/* ---------------------------------------------- named axes */
 
 /* The Nervana-graph front end: tensors whose dimensions are named axes.
    Each kiln_ax is a node of g plus one axis per dimension; the builders

@@ -18,7 +18,8 @@
 #define KILN_EXTERN_C_END
 #endif
 #if defined(__GNUC__)
-#define KILN_DECLS_BEGIN KILN_EXTERN_C_BEGIN _Pragma("GCC visibility push(default)")
+#define KILN_DECLS_BEGIN                                                       \
+    KILN_EXTERN_C_BEGIN _Pragma("GCC visibility push(default)")
 #define KILN_DECLS_END _Pragma("GCC visibility pop") KILN_EXTERN_C_END
 #else
 #define KILN_DECLS_BEGIN KILN_EXTERN_C_BEGIN
@@ -27,7 +28,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- basics */
+/* ---------------------------------------------- basics */
 
 #define KILN_MAX_DIMS 8
 /* Largest element count of any shape (2^40); counting zero dimensions as 1,
@@ -90,7 +91,7 @@ char *kiln_shape_str(kiln_shape s, char *buf, size_t n);
    (tensor constructors, file readers).  Thread-local; never NULL. */
 const char *kiln_last_error(void);
 
-/* ---------------------------------------------------------------- tensors */
+/* ---------------------------------------------- tensors */
 
 /* A host tensor: dtype, shape, contiguous row-major data, owned or wrapping
    caller memory. */
@@ -115,7 +116,7 @@ void *kiln_tensor_data(const kiln_tensor *t);
 float *kiln_tensor_f32(const kiln_tensor *t);
 int32_t *kiln_tensor_i32(const kiln_tensor *t);
 
-/* ---------------------------------------------------------------- RNG */
+/* ---------------------------------------------- RNG */
 
 /* A small seeded generator (PCG32); the same seed gives the same stream on
    every machine. */
@@ -132,7 +133,7 @@ double kiln_rng_uniform(kiln_rng *r);
 /* Standard normal (Box-Muller). */
 double kiln_rng_normal(kiln_rng *r);
 
-/* ---------------------------------------------------------------- logging */
+/* ---------------------------------------------- logging */
 
 /* Logging.  Lines look like Marian's:
      [2026-11-21 15:10:51] [memory] Reserving 256 MB, device cpu0

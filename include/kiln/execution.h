@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- sessions */
+/* ---------------------------------------------- sessions */
 
 typedef struct kiln_session_options {
     uint64_t seed; /* initialiser RNG seed (default 42 when options NULL) */
@@ -68,7 +68,7 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
                                  kiln_dtype dt, kiln_shape shape,
                                  kiln_init init, int trainable);
 
-/* ---------------------------------------------------------------- variables */
+/* ---------------------------------------------- variables */
 
 /* Parameters (Marian's params()): kiln_session_num_variables and
    kiln_session_variable_info iterate them. */
@@ -84,7 +84,7 @@ kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,
    then the total.  KILN_ERR_ARG for NULL arguments. */
 kiln_status kiln_session_print_variables(const kiln_session *s, FILE *out);
 
-/* ---------------------------------------------------------------- compiled functions */
+/* ---------------------------------------------- compiled functions */
 
 /* Compiles outputs (n_out nodes) of g, fed by inputs (n_in input nodes),
    through every pass of kiln_compile_defaults() (see compiler passes).
@@ -111,7 +111,7 @@ kiln_status kiln_function_print(const kiln_function *f, FILE *out);
 /* Frees a function (also freed with its session).  NULL is a no-op. */
 void kiln_function_free(kiln_function *f);
 
-/* ---------------------------------------------------------------- compiler */
+/* ---------------------------------------------- compiler */
 
 /* What kiln_compile_ex does between cloning the graph and scheduling it.
    Each pass is switched by its flag (1 on, 0 off) and runs where the
@@ -190,7 +190,7 @@ size_t kiln_function_memory_unplanned(const kiln_function *f);
    are not counted); -1 for NULL. */
 int kiln_function_num_kernels(const kiln_function *f);
 
-/* ---------------------------------------------------------------- dynamic runs */
+/* ---------------------------------------------- dynamic runs */
 
 /* A graph's values belong to the session it last ran with: kiln_feed or
    kiln_forward with another session drops them (fed inputs are kept) and
@@ -231,7 +231,7 @@ const float *kiln_node_grad_f32(const kiln_node *n);
    input fed since made stale. */
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
 
-/* ---------------------------------------------------------------- dynamic runs: workspace, checkpointing, check-finite */
+/* ---------------------------------------------- workspace and checkpointing */
 
 /* Workspace: the memory dynamic forward and backward take their values
    from, by bump allocation, all released at once by kiln_graph_clear.
@@ -286,7 +286,7 @@ kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on);
    with their ranges.  KILN_ERR_ARG for a NULL graph. */
 kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on);
 
-/* ---------------------------------------------------------------- debugging */
+/* ---------------------------------------------- debugging */
 
 /* Marks n (Marian's debug(node, msg)): forward prints its value and
    backward its gradient, in Marian's layout:

@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- graphs */
+/* ---------------------------------------------- graphs */
 
 typedef struct kiln_graph kiln_graph;
 typedef struct kiln_node kiln_node;
@@ -84,7 +84,7 @@ kiln_node *kiln_node_input(const kiln_node *n, int i);
 /* Gives the node a name (copied) shown by print and dot; returns n. */
 kiln_node *kiln_node_set_name(kiln_node *n, const char *name);
 
-/* ---------------------------------------------------------------- leaves */
+/* ---------------------------------------------- leaves */
 
 /* Input fed on every run (nGraph Parameter, placeholder). */
 kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,

@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- files */
+/* ---------------------------------------------- files */
 
 /* An ordered list of (name, tensor) pairs, as stored in .npz and
    .safetensors files.  The list owns its tensors (a wrapped tensor's memory
@@ -37,8 +37,8 @@ kiln_status kiln_tensor_list_add(kiln_tensor_list *l, const char *name,
    tensor, f32 as '<f4', i32 as '<i4'), deflated when compress is non-zero.
    Atomic: a temporary file is renamed over path, so on any error an existing
    file at path is untouched; a symlink at path stays and its target gets
-   the new content, and stale temporaries of path are removed.  KILN_ERR_ARG, KILN_ERR_DTYPE or KILN_ERR_IO
-   with kiln_last_error. */
+   the new content, and stale temporaries of path are removed.  KILN_ERR_ARG,
+   KILN_ERR_DTYPE or KILN_ERR_IO with kiln_last_error. */
 kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
                            int compress);
 /* Reads a .npz archive (np.savez or np.savez_compressed).  '<f4' and '<f8'
@@ -79,7 +79,7 @@ kiln_status kiln_file_write(const char *path, const kiln_tensor_list *l);
    otherwise, KILN_ERR_ARG for NULL.  Lets a program fail before long work. */
 kiln_status kiln_file_check_writable(const char *path);
 
-/* ---------------------------------------------------------------- the .bin format */
+/* ---------------------------------------------- the .bin format */
 
 /* Kiln's .bin format (what kiln_session_save writes for a ".bin" path):
    a 64-byte header (magic "KILNBIN\0", version, tensor count, table and

@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- modules */
+/* ---------------------------------------------- modules */
 
 /* The PopXL front end: subgraphs with their own graph inputs, built by
    modules, called from a parent graph (inlined, with call info), and

@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- elementwise */
+/* ---------------------------------------------- elementwise */
 
 /* Unary elementwise ops on f32. */
 kiln_node *kiln_neg(kiln_graph *g, kiln_node *x);
@@ -49,7 +49,7 @@ kiln_node *kiln_eq(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
                        kiln_node *b);
 
-/* ---------------------------------------------------------------- reductions */
+/* ---------------------------------------------- reductions */
 
 /* Sum / max / mean over the axes in the mask; keepdims keeps them as size 1.
    KILN_ALL_AXES reduces everything. */
@@ -61,7 +61,7 @@ kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
    removed); no gradient. */
 kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis);
 
-/* ---------------------------------------------------------------- movement */
+/* ---------------------------------------------- movement */
 
 /* Same data, new shape (numel must match; one dimension may be -1). */
 kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape);
@@ -84,7 +84,7 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis);
 kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
                     const int64_t *hi, float value);
 
-/* ---------------------------------------------------------------- contraction */
+/* ---------------------------------------------- contraction */
 
 /* Matrix product of the last two axes, leading (batch) axes broadcast;
    trans_a/trans_b transpose an operand's last two axes. 1-D operands are not
@@ -94,7 +94,7 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
 /* nGraph Dot: contracts the last n axes of a with the first n of b. */
 kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n);
 
-/* ---------------------------------------------------------------- conversion */
+/* ---------------------------------------------- conversion */
 
 /* i32 labels -> f32 one-hot with a new last axis of size depth; no gradient.
    Labels outside [0, depth) give a zero row. */
@@ -104,7 +104,7 @@ kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt);
 /* Identity in the forward pass; blocks gradients. */
 kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x);
 
-/* ---------------------------------------------------------------- composites */
+/* ---------------------------------------------- composites */
 
 /* Numerically stable softmax / log-softmax along axis (negative counts from
    the end); f32 only, a bad axis poisons the graph. */
@@ -142,7 +142,7 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
 /* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
 kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y);
 
-/* ---------------------------------------------------------------- state ops */
+/* ---------------------------------------------- state ops */
 
 /* After a run, the variable takes value (computed before any assignment of
    the same run).  The node's own value is the new value. */

@@ -7,7 +7,7 @@
 
 KILN_DECLS_BEGIN
 
-/* ---------------------------------------------------------------- optimisers */
+/* ---------------------------------------------- optimisers */
 
 /* Optimisers follow torch.optim's update rules.  All their state (momentum
    buffers, Adam moments, Adagrad sums, accumulated gradients, the step
@@ -107,7 +107,7 @@ float kiln_optimizer_lr(const kiln_optimizer *o);
    when the session was freed. */
 int64_t kiln_optimizer_step_count(const kiln_optimizer *o);
 
-/* ---------------------------------------------------------------- data */
+/* ---------------------------------------------- data */
 
 /* A labelled data set, validated once on load: images f32 [count,
    rows * cols], labels i32 [count], each in [0, classes), count >= 1.  The
@@ -195,7 +195,7 @@ void kiln_progress_end(kiln_progress *p, const char *summary);
 /* Monotonic seconds. */
 double kiln_now(void);
 
-/* ---------------------------------------------------------------- checkpoints */
+/* ---------------------------------------------- checkpoints */
 
 /* Saves every session variable (and the session RNG as "__rng__") to path:
    .safetensors or Kiln's .bin by extension, .npz otherwise.  Atomic.
