@@ -47,7 +47,7 @@ static int releasable(const kiln_node *n)
            n->op != KILN_OP_ASSIGN && n->op != KILN_OP_DOALL;
 }
 
-kiln_status kiln_ckpt_prepare(kiln_pass *r)
+kiln_status kiln_ckpt_prepare(kiln_run_ctx *r)
 {
     kiln_graph *g = r->g;
     size_t bytes = (size_t)g->n_nodes * sizeof(int);
@@ -70,7 +70,7 @@ kiln_status kiln_ckpt_prepare(kiln_pass *r)
 
 /* Appends root and the released nodes it needs to r->order, inputs first
    (iterative post-order, so long segments need no deep recursion). */
-static void collect(kiln_pass *r, kiln_node *root)
+static void collect(kiln_run_ctx *r, kiln_node *root)
 {
     kiln_graph *g = r->g;
     int sp = 0;
@@ -96,7 +96,7 @@ static void collect(kiln_pass *r, kiln_node *root)
     }
 }
 
-static kiln_status recompute_order(kiln_pass *r)
+static kiln_status recompute_order(kiln_run_ctx *r)
 {
     for (int i = 0; i < r->n_order; i++) {
         kiln_status st = kiln_run_compute(r, r->g->nodes[r->order[i]]);
@@ -106,7 +106,7 @@ static kiln_status recompute_order(kiln_pass *r)
     return KILN_OK;
 }
 
-kiln_status kiln_ckpt_restore_inputs(kiln_pass *r, kiln_node *n)
+kiln_status kiln_ckpt_restore_inputs(kiln_run_ctx *r, kiln_node *n)
 {
     r->n_order = 0;
     r->stamp++;
@@ -116,7 +116,7 @@ kiln_status kiln_ckpt_restore_inputs(kiln_pass *r, kiln_node *n)
     return recompute_order(r);
 }
 
-kiln_status kiln_ckpt_restore(kiln_pass *r, kiln_node *n)
+kiln_status kiln_ckpt_restore(kiln_run_ctx *r, kiln_node *n)
 {
     if (!kiln_ckpt_released(n))
         return KILN_OK;
@@ -126,7 +126,7 @@ kiln_status kiln_ckpt_restore(kiln_pass *r, kiln_node *n)
     return recompute_order(r);
 }
 
-void kiln_ckpt_release_after(kiln_pass *r, kiln_node *n)
+void kiln_ckpt_release_after(kiln_run_ctx *r, kiln_node *n)
 {
     for (int k = 0; k < n->n_in; k++) {
         kiln_node *x = n->in[k];

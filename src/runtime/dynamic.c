@@ -158,7 +158,7 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
     kiln_status st = bind_session(s, g, "kiln_feed");
     if (st != KILN_OK)
         return st;
-    kiln_pass r = {.s = s, .g = g, .fn = "kiln_feed"};
+    kiln_run_ctx r = {.s = s, .g = g, .fn = "kiln_feed"};
     size_t bytes = kiln_tensor_bytes(t);
     /* a new value for the same input: overwrite the old one in place */
     void *v = input->value ? input->value : kiln_ws_alloc(&r, input, bytes);
@@ -200,7 +200,7 @@ static int input_summary(const kiln_node *x, char *buf, size_t size)
                     nan ? " with NaN" : "");
 }
 
-static kiln_status nonfinite_error(kiln_pass *r, kiln_node *n, int64_t at)
+static kiln_status nonfinite_error(kiln_run_ctx *r, kiln_node *n, int64_t at)
 {
     char msg[KILN_ERRMSG_MAX], d[160], of[200] = "";
     kiln_graph *g = r->g;
@@ -233,7 +233,7 @@ static kiln_status nonfinite_error(kiln_pass *r, kiln_node *n, int64_t at)
     return kiln_session_fail(r->s, KILN_ERR_NUMERIC, "%s", msg);
 }
 
-kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
+kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n)
 {
     kiln_session *s = r->s;
     switch (n->op) {
@@ -291,7 +291,7 @@ kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n)
 
 /* Refuses two assignments of one variable among nodes [first, n_nodes):
    they would be applied together at the end of the pass. */
-static kiln_status check_assignments(kiln_pass *r, int first)
+static kiln_status check_assignments(kiln_run_ctx *r, int first)
 {
     const kiln_node *v = NULL;
     int found = kiln_graph_find_double_assign(r->g, first, NULL, &v);
@@ -309,7 +309,7 @@ static kiln_status check_assignments(kiln_pass *r, int first)
 
 /* Computes every node not yet computed, then applies the assignments among
    nodes [first, n_nodes) once all of them have run. */
-static kiln_status run_nodes(kiln_pass *r, int first)
+static kiln_status run_nodes(kiln_run_ctx *r, int first)
 {
     kiln_graph *g = r->g;
     kiln_status st = check_assignments(r, first);
@@ -358,7 +358,8 @@ kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
     kiln_status st = bind_session(s, g, "kiln_forward");
     if (st != KILN_OK)
         return st;
-    kiln_pass r = {.s = s, .g = g, .fn = "kiln_forward", .grad_first = INT_MAX};
+    kiln_run_ctx r = {
+        .s = s, .g = g, .fn = "kiln_forward", .grad_first = INT_MAX};
     return run_nodes(&r, g->n_computed);
 }
 
@@ -409,7 +410,7 @@ kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
     kiln_status st = check_loss(s, g, loss);
     if (st != KILN_OK)
         return st;
-    kiln_pass r = {
+    kiln_run_ctx r = {
         .s = s, .g = g, .fn = "kiln_backward", .grad_first = INT_MAX};
     if (!loss->value && ((st = kiln_ckpt_prepare(&r)) != KILN_OK ||
                          (st = kiln_ckpt_restore(&r, loss)) != KILN_OK))

@@ -11,7 +11,7 @@
 #define KILN_KEEP_INTERNAL 2
 
 /* One forward_from call: what runs it and the checkpointing bookkeeping. */
-typedef struct kiln_pass {
+typedef struct kiln_run_ctx {
     kiln_session *s;
     kiln_graph *g;
     const char *fn; /* public function named in messages */
@@ -22,26 +22,26 @@ typedef struct kiln_pass {
                                   the post-order of the recomputed nodes */
     int *mark, stamp;
     int n_order; /* nodes recomputed for the node being computed */
-} kiln_pass;
+} kiln_run_ctx;
 
 /* A value of bytes for node n (NULL for bookkeeping) from g's workspace:
    a released block of the same size when there is one, else a bump
    allocation, which may grow the workspace (logged) or, in strict mode,
    fails.  NULL with the session's error (KILN_ERR_MEMORY) naming n. */
-void *kiln_ws_alloc(kiln_pass *r, const kiln_node *n, size_t bytes);
+void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes);
 /* Gives n's value back to the workspace for reuse (checkpointing). */
 void kiln_ws_release(kiln_graph *g, kiln_node *n);
 /* Computes n from its inputs' values (which must be present). */
-kiln_status kiln_run_compute(kiln_pass *r, kiln_node *n);
+kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n);
 
 /* Checkpointing: prepares r (last uses over every node of g so far). */
-kiln_status kiln_ckpt_prepare(kiln_pass *r);
+kiln_status kiln_ckpt_prepare(kiln_run_ctx *r);
 /* Recomputes the released inputs of n (and what they need). */
-kiln_status kiln_ckpt_restore_inputs(kiln_pass *r, kiln_node *n);
+kiln_status kiln_ckpt_restore_inputs(kiln_run_ctx *r, kiln_node *n);
 /* After n ran: releases the values nothing later needs. */
-void kiln_ckpt_release_after(kiln_pass *r, kiln_node *n);
+void kiln_ckpt_release_after(kiln_run_ctx *r, kiln_node *n);
 /* Recomputes n itself when it was released; KILN_OK when it has a value. */
-kiln_status kiln_ckpt_restore(kiln_pass *r, kiln_node *n);
+kiln_status kiln_ckpt_restore(kiln_run_ctx *r, kiln_node *n);
 /* 1 when n had a value that checkpointing released. */
 int kiln_ckpt_released(const kiln_node *n);
 

@@ -55,7 +55,7 @@ static void ws_account(kiln_graph *g, size_t size)
         g->ws_peak = g->ws_live;
 }
 
-static void *ws_fail(kiln_pass *r, const kiln_node *n, size_t need,
+static void *ws_fail(kiln_run_ctx *r, const kiln_node *n, size_t need,
                      const char *why)
 {
     char what[160] = "bookkeeping", b1[32], b2[32], b3[32];
@@ -70,7 +70,7 @@ static void *ws_fail(kiln_pass *r, const kiln_node *n, size_t need,
     return NULL;
 }
 
-void *kiln_ws_alloc(kiln_pass *r, const kiln_node *n, size_t bytes)
+void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes)
 {
     kiln_graph *g = r->g;
     ws_sync(g);
