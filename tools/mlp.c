@@ -358,6 +358,59 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
     return 0;
 }
 
+/* Saves the session's variables and the activation to c->save; 0, or 1
+   after an error. */
+static int save_model(trainer *t, const mlp_config *c)
+{
+    int32_t code = c->activation;
+    kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
+    int bad = kiln_session_declare(t->s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
+                                   kiln_init_zeros(), 0) != KILN_OK ||
+              kiln_variable_write(t->s, ACT_KEY, act) != KILN_OK ||
+              kiln_session_save(t->s, c->save) != KILN_OK;
+    kiln_tensor_free(act);
+    if (bad)
+        return kiln_tool_fail("%s", kiln_session_error(t->s));
+    fprintf(stderr, "kiln: model saved to %s\n", c->save);
+    return 0;
+}
+
+/* Trains c->epochs epochs, evaluating on test after each, printing a line
+   per epoch and filling rows (and the CSV log when asked); 0, or 1 after an
+   error. */
+static int train_epochs(trainer *t, const mlp_config *c,
+                        const kiln_dataset *test, epoch_row *rows)
+{
+    FILE *log = NULL;
+    if (c->log && !(log = fopen(c->log, "w")))
+        return kiln_tool_fail("--log: cannot write %s", c->log);
+    if (log)
+        fprintf(log, "epoch,train_loss,test_loss,test_accuracy,seconds\n");
+    double start = kiln_now(), acc = 0;
+    for (int epoch = 1; epoch <= c->epochs; epoch++) {
+        double train_loss = 0, test_loss = 0;
+        if (run_epoch(t, c, epoch, &train_loss) ||
+            evaluate(&t->eval, test, &test_loss, &acc)) {
+            if (log)
+                fclose(log);
+            return 1;
+        }
+        rows[epoch - 1] =
+            (epoch_row){train_loss, test_loss, acc, kiln_now() - start};
+        printf(
+            "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+            epoch, train_loss, test_loss, acc);
+        fflush(stdout);
+        if (log)
+            fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss,
+                    test_loss, acc, rows[epoch - 1].seconds);
+    }
+    printf("test accuracy: %.4f\n", acc);
+    if (log && fclose(log) != 0)
+        return kiln_tool_fail("--log: cannot write %s", c->log);
+    return 0;
+}
+
 int mlp_train(const mlp_config *c)
 {
     kiln_dataset train = {0}, test = {0};
@@ -374,7 +427,6 @@ int mlp_train(const mlp_config *c)
     t.g = kiln_graph_new();
     model m = build(t.g, c, c->batch, in_dim);
     int rc = 1;
-    FILE *log = NULL;
     epoch_row *rows = calloc((size_t)c->epochs, sizeof *rows);
     int64_t per_epoch = train.count / c->batch;
     if (per_epoch < 1) {
@@ -403,57 +455,14 @@ int mlp_train(const mlp_config *c)
         kiln_tool_fail("out of memory");
         goto done;
     }
-    if (c->log && !(log = fopen(c->log, "w"))) {
-        kiln_tool_fail("--log: cannot write %s", c->log);
+    if (train_epochs(&t, c, &test, rows))
         goto done;
-    }
-    if (log)
-        fprintf(log, "epoch,train_loss,test_loss,test_accuracy,seconds\n");
-    double start = kiln_now(), acc = 0;
-    for (int epoch = 1; epoch <= c->epochs; epoch++) {
-        double train_loss = 0, test_loss = 0;
-        if (run_epoch(&t, c, epoch, &train_loss) ||
-            evaluate(&t.eval, &test, &test_loss, &acc))
-            goto done;
-        rows[epoch - 1] =
-            (epoch_row){train_loss, test_loss, acc, kiln_now() - start};
-        printf(
-            "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
-            epoch, train_loss, test_loss, acc);
-        fflush(stdout);
-        if (log)
-            fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss,
-                    test_loss, acc, rows[epoch - 1].seconds);
-    }
-    printf("test accuracy: %.4f\n", acc);
-    if (log) {
-        int bad = fclose(log) != 0;
-        log = NULL;
-        if (bad) {
-            kiln_tool_fail("--log: cannot write %s", c->log);
-            goto done;
-        }
-    }
     if (c->plot && have_program("gnuplot") && plot(rows, c->epochs, c->plot))
         goto done;
-    if (c->save) {
-        int32_t code = c->activation;
-        kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
-        if (kiln_session_declare(t.s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
-                                 kiln_init_zeros(), 0) != KILN_OK ||
-            kiln_variable_write(t.s, ACT_KEY, act) != KILN_OK ||
-            kiln_session_save(t.s, c->save) != KILN_OK) {
-            kiln_tensor_free(act);
-            kiln_tool_fail("%s", kiln_session_error(t.s));
-            goto done;
-        }
-        kiln_tensor_free(act);
-        fprintf(stderr, "kiln: model saved to %s\n", c->save);
-    }
+    if (c->save && save_model(&t, c))
+        goto done;
     rc = 0;
 done:
-    if (log)
-        fclose(log);
     trainer_free(&t);
     free(rows);
     kiln_dataset_free(&train);
