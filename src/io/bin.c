@@ -390,15 +390,13 @@ static int read_tensor(FILE *f, const bin_entry *t, uint64_t data_offset,
     return io_list_add(out, t->name, x, e);
 }
 
-static int bin_load(const char *path, kiln_tensor_list *out, io_err *e)
+int bin_load(const char *path, kiln_tensor_list *out, io_info_fn info,
+             void *ctx, io_err *e)
 {
-    FILE *f = fopen(path, "rb");
+    (void)info, (void)ctx;
+    FILE *f = io_open_read(path, e);
     if (!f)
-        return io_fail(e, "cannot open: %s", strerror(errno));
-    if (io_refuse_dir(fileno(f), e)) {
-        fclose(f);
         return -1;
-    }
     uint32_t count = 0, table_crc = 0;
     uint64_t table_bytes = 0, data_offset = 0, data_bytes = 0, next_free = 0;
     unsigned char *table = NULL;
@@ -430,18 +428,5 @@ static int bin_load(const char *path, kiln_tensor_list *out, io_err *e)
 
 kiln_tensor_list *kiln_bin_read(const char *path)
 {
-    if (!path) {
-        kiln_set_last_error("kiln_bin_read: NULL path");
-        return NULL;
-    }
-    io_err e = IO_ERR_INIT;
-    kiln_tensor_list *l = kiln_tensor_list_new();
-    if (!l)
-        return NULL;
-    if (bin_load(path, l, &e)) {
-        kiln_tensor_list_free(l);
-        kiln_set_last_error("kiln_bin_read: %s: %s", path, e.msg);
-        return NULL;
-    }
-    return l;
+    return io_read_list("kiln_bin_read", path, bin_load);
 }

@@ -22,13 +22,9 @@ static void print_info(void *ctx, const char *name, io_elem el,
 static int detect(const char *path, int *is_npz, io_err *e)
 {
     unsigned char b[9];
-    FILE *f = fopen(path, "rb");
+    FILE *f = io_open_read(path, e);
     if (!f)
-        return io_fail(e, "cannot open: %s", strerror(errno));
-    if (io_refuse_dir(fileno(f), e)) {
-        fclose(f);
         return -1;
-    }
     size_t n = fread(b, 1, sizeof b, f);
     fclose(f);
     if (n >= 4 && b[0] == 'P' && b[1] == 'K') {

@@ -73,20 +73,6 @@ static int64_t idx_reader_read(void *ctx, void *buf, size_t n, io_err *e)
 }
 #endif
 
-static int read_exact(io_reader *r, unsigned char *buf, size_t n, io_err *e)
-{
-    size_t got = 0;
-    while (got < n) {
-        int64_t k = r->read(r->ctx, buf + got, n - got, e);
-        if (k < 0)
-            return -1;
-        if (k == 0)
-            return io_fail(e, "truncated IDX header");
-        got += (size_t)k;
-    }
-    return 0;
-}
-
 static int check_magic(const unsigned char m[4], io_err *e)
 {
     if (m[0] == 0x1f && m[1] == 0x8b)
@@ -110,8 +96,8 @@ static int check_magic(const unsigned char m[4], io_err *e)
 static int read_idx_header(io_reader *r, kiln_shape *shape, io_err *e)
 {
     unsigned char m[4], dims[16];
-    if (read_exact(r, m, 4, e) || check_magic(m, e) ||
-        read_exact(r, dims, 4u * m[3], e))
+    if (io_read_exact(r, m, 4, "IDX header", e) || check_magic(m, e) ||
+        io_read_exact(r, dims, 4u * m[3], "IDX header", e))
         return -1;
     shape->ndim = m[3];
     for (int i = 0; i < shape->ndim; i++)

@@ -2,6 +2,7 @@
 
 #include "base/tensor.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,11 +158,11 @@ int io_convert(const unsigned char *src, io_elem el, void *dst, kiln_dtype dt,
 }
 
 /* Reads exactly n bytes unless the source ends first; returns the count. */
-static int64_t read_full(io_reader *r, unsigned char *buf, size_t n, io_err *e)
+static int64_t read_full(io_reader *r, void *buf, size_t n, io_err *e)
 {
     size_t got = 0;
     while (got < n) {
-        int64_t k = r->read(r->ctx, buf + got, n - got, e);
+        int64_t k = r->read(r->ctx, (unsigned char *)buf + got, n - got, e);
         if (k < 0)
             return -1;
         if (k == 0)
@@ -169,6 +170,17 @@ static int64_t read_full(io_reader *r, unsigned char *buf, size_t n, io_err *e)
         got += (size_t)k;
     }
     return (int64_t)got;
+}
+
+int io_read_exact(io_reader *r, void *buf, size_t n, const char *what,
+                  io_err *e)
+{
+    int64_t got = read_full(r, buf, n, e);
+    if (got < 0)
+        return -1;
+    if ((size_t)got < n)
+        return io_fail(e, "truncated %s", what);
+    return 0;
 }
 
 int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e)
@@ -326,4 +338,18 @@ int io_refuse_dir(int fd, io_err *e)
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
         return io_fail(e, "is a directory");
     return 0;
+}
+
+FILE *io_open_read(const char *path, io_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        io_fail(e, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    if (io_refuse_dir(fileno(f), e)) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
 }

@@ -37,6 +37,8 @@ int io_prefix(io_err *e, const char *fmt, ...) IO_PRINTF(2, 3);
 /* Every reader calls this on the file it opened: -1 with "is a directory"
    when it is one (reading one gives misleading errors), else 0. */
 int io_refuse_dir(int fd, io_err *e);
+/* Opens path for reading, refusing a directory; NULL with a message. */
+FILE *io_open_read(const char *path, io_err *e);
 
 /* Longest tensor name the file formats accept, in bytes. */
 #define IO_NAME_MAX 1000
@@ -69,6 +71,10 @@ typedef struct io_reader {
     void *ctx;
 } io_reader;
 
+/* Reads exactly n bytes into buf: -1 with "truncated WHAT" when the
+   source ends first, or the source's own error. */
+int io_read_exact(io_reader *r, void *buf, size_t n, const char *what,
+                  io_err *e);
 /* Reads numel(t) elements of type el from r in chunks, converting into t.
    Fails on a short read with "truncated: expected N data bytes, got M". */
 int io_read_tensor(io_reader *r, io_elem el, kiln_tensor *t, io_err *e);

@@ -196,26 +196,12 @@ static int parse_dict(const char *s, size_t n, npy_header *h, io_err *e)
     return 0;
 }
 
-static int read_exact(io_reader *r, void *buf, size_t n, io_err *e)
-{
-    size_t got = 0;
-    while (got < n) {
-        int64_t k = r->read(r->ctx, (char *)buf + got, n - got, e);
-        if (k < 0)
-            return -1;
-        if (k == 0)
-            return io_fail(e, "truncated npy header");
-        got += (size_t)k;
-    }
-    return 0;
-}
-
 /* Magic and version; the dict length field is 2 bytes in 1.0, 4 after. */
 static int read_prefix(io_reader *r, size_t *prefix, size_t *dict_len,
                        io_err *e)
 {
     unsigned char b[12];
-    if (read_exact(r, b, 10, e))
+    if (io_read_exact(r, b, 10, "npy header", e))
         return -1;
     if (memcmp(b, npy_magic, 6) != 0)
         return io_fail(e, "bad npy magic (not a .npy array)");
@@ -223,7 +209,7 @@ static int read_prefix(io_reader *r, size_t *prefix, size_t *dict_len,
         *prefix = 10;
         *dict_len = (size_t)b[8] | (size_t)b[9] << 8;
     } else if ((b[6] == 2 || b[6] == 3) && b[7] == 0) {
-        if (read_exact(r, b + 10, 2, e))
+        if (io_read_exact(r, b + 10, 2, "npy header", e))
             return -1;
         *prefix = 12;
         *dict_len = io_load_le32(b + 8);
@@ -244,7 +230,8 @@ int npy_read_header(io_reader *r, npy_header *h, io_err *e)
     char *dict = malloc(len);
     if (!dict)
         return io_fail(e, "out of memory");
-    int rc = read_exact(r, dict, len, e) || parse_dict(dict, len, h, e);
+    int rc = io_read_exact(r, dict, len, "npy header", e) ||
+             parse_dict(dict, len, h, e);
     free(dict);
     if (rc)
         return -1;

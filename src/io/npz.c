@@ -188,20 +188,7 @@ int npz_load(const char *path, kiln_tensor_list *out, io_info_fn fn, void *ctx,
 
 kiln_tensor_list *kiln_npz_read(const char *path)
 {
-    if (!path) {
-        kiln_set_last_error("kiln_npz_read: NULL path");
-        return NULL;
-    }
-    io_err e = IO_ERR_INIT;
-    kiln_tensor_list *l = kiln_tensor_list_new();
-    if (!l)
-        return NULL;
-    if (npz_load(path, l, NULL, NULL, &e)) {
-        kiln_tensor_list_free(l);
-        kiln_set_last_error("kiln_npz_read: %s: %s", path, e.msg);
-        return NULL;
-    }
-    return l;
+    return io_read_list("kiln_npz_read", path, npz_load);
 }
 
 /* ------------------------------------------------------------ writing */

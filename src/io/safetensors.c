@@ -336,13 +336,9 @@ static int load_entry(FILE *f, const st_entry *t, int64_t data_start,
 int safetensors_load(const char *path, kiln_tensor_list *out, io_info_fn fn,
                      void *ctx, io_err *e)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = io_open_read(path, e);
     if (!f)
-        return io_fail(e, "cannot open: %s", strerror(errno));
-    if (io_refuse_dir(fileno(f), e)) {
-        fclose(f);
         return -1;
-    }
     st_header h = {NULL, 0, 0};
     int64_t data_start;
     int rc = read_header(f, &h, &data_start, e);
@@ -359,20 +355,7 @@ int safetensors_load(const char *path, kiln_tensor_list *out, io_info_fn fn,
 
 kiln_tensor_list *kiln_safetensors_read(const char *path)
 {
-    if (!path) {
-        kiln_set_last_error("kiln_safetensors_read: NULL path");
-        return NULL;
-    }
-    io_err e = IO_ERR_INIT;
-    kiln_tensor_list *l = kiln_tensor_list_new();
-    if (!l)
-        return NULL;
-    if (safetensors_load(path, l, NULL, NULL, &e)) {
-        kiln_tensor_list_free(l);
-        kiln_set_last_error("kiln_safetensors_read: %s: %s", path, e.msg);
-        return NULL;
-    }
-    return l;
+    return io_read_list("kiln_safetensors_read", path, safetensors_load);
 }
 
 /* ------------------------------------------------------------ writing */

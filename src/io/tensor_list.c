@@ -168,3 +168,24 @@ int io_list_add(kiln_tensor_list *out, const char *name, kiln_tensor *t,
     }
     return 0;
 }
+
+kiln_tensor_list *
+io_read_list(const char *fn, const char *path,
+             int (*load)(const char *path, kiln_tensor_list *out,
+                         io_info_fn info, void *ctx, io_err *e))
+{
+    if (!path) {
+        kiln_set_last_error("%s: NULL path", fn);
+        return NULL;
+    }
+    io_err e = IO_ERR_INIT;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    if (!l)
+        return NULL;
+    if (load(path, l, NULL, NULL, &e)) {
+        kiln_tensor_list_free(l);
+        kiln_set_last_error("%s: %s: %s", fn, path, e.msg);
+        return NULL;
+    }
+    return l;
+}
