@@ -36,4 +36,9 @@ int kiln_shape_broadcast(kiln_shape a, kiln_shape b, kiln_shape *out);
 /* Strides of in viewed as out (0 on broadcast axes), out.ndim entries. */
 void kiln_broadcast_strides(kiln_shape in, kiln_shape out, int64_t *strides);
 
+/* Merges s's axes, size-1 axes dropped, into [outer kept, red reduced,
+   inner kept]; 0 when the reduced axes are not one contiguous run. */
+int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer, int64_t *red,
+                      int64_t *inner);
+
 #endif

@@ -41,11 +41,6 @@ void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn,
 int kiln_par_last_shares(void);
 void kiln_par_record_shares(int shares);
 
-/* Merges s's axes, size-1 axes dropped, into [outer kept, red reduced,
-   inner kept]; 0 when the reduced axes are not one contiguous run. */
-int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
-                      int64_t *red, int64_t *inner);
-
 /* The largest of n floats, NaN when any is NaN (vectorised). */
 float kiln_row_max(const float *x, int64_t n);
 

@@ -17,33 +17,6 @@ typedef struct reduce_job {
     float *o;
 } reduce_job;
 
-int kiln_reduce_split(kiln_shape s, unsigned axes, int64_t *outer,
-                      int64_t *red, int64_t *inner)
-{
-    int64_t len[KILN_MAX_DIMS];
-    int kind[KILN_MAX_DIMS], nd = 0;
-    for (int d = 0; d < s.ndim; d++) {
-        if (s.d[d] == 1)
-            continue;
-        int k = (axes >> d) & 1;
-        if (nd && kind[nd - 1] == k) {
-            len[nd - 1] *= s.d[d];
-        } else {
-            len[nd] = s.d[d];
-            kind[nd++] = k;
-        }
-    }
-    *outer = *red = *inner = 1;
-    int i = 0;
-    if (i < nd && !kind[i])
-        *outer = len[i++];
-    if (i < nd && kind[i])
-        *red = len[i++];
-    if (i < nd && !kind[i])
-        *inner = len[i++];
-    return i == nd;
-}
-
 KILN_CLONES static float sum_row(const float *x, int64_t n)
 {
     double acc = 0;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/fused.h"
+#include "graph/fused_program.h"
 #include "cpu/profile.h"
 
 enum { MAX_ROWS = 4096, DESC = 200 };

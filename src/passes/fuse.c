@@ -1,6 +1,6 @@
 /* Elementwise fusion: a chain or tree (or small DAG) of elementwise ops of
-   one shape becomes one FUSED node running a program (cpu/fused.h) in a
-   single loop, so its intermediate values never go to memory.
+   one shape becomes one FUSED node running a program (graph/fused_program.h) in
+   a single loop, so its intermediate values never go to memory.
 
    Groups grow backwards from a root: walking the nodes in reverse order, an
    elementwise node joins the group of its consumers when all of them are in
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/fused.h"
+#include "graph/fused_program.h"
 #include "passes/passes.h"
 
 enum { MAX_LAND = 4 }; /* groups one duplicated node may be computed in */

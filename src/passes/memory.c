@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/fused.h"
+#include "graph/fused_program.h"
 #include "passes/passes.h"
 
 enum { ALIGN = 64 };

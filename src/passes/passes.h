@@ -97,10 +97,6 @@ kiln_status kiln_rewrite(const kiln_program *in, kiln_program *out,
                          const kiln_compile_options *opt,
                          const unsigned char *keep, kiln_rewrite_fn fn,
                          void *state);
-/* Copies old into g with inputs in: attributes, name, debug mark and a
-   constant's data (copied into g's arena). */
-kiln_node *kiln_node_clone(kiln_graph *g, const kiln_node *old,
-                           kiln_node *const *in);
 /* Number of uses of each node of p (by node id, counting every input edge
    and every listed output); caller frees. */
 int *kiln_program_uses(const kiln_program *p);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu/fused.h"
+#include "graph/fused_program.h"
 #include "passes/passes.h"
 
 static kiln_status bad(char *err, size_t len, const kiln_node *n,

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/fused.h"
 #include "cpu/kernels.h"
+#include "graph/clone.h"
+#include "graph/fused_program.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
 
