@@ -14,7 +14,8 @@
  *   TIME_RATIO <ratio> ratio
  * and exits 1 when a target is missed.
  *
- * Built by bench/CMakeLists.txt as <build>/bench/checkpoint_memory; bench/run runs it.
+ * Built by bench/CMakeLists.txt as <build>/bench/checkpoint_memory; bench/run
+ * runs it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +105,7 @@ int main(int argc, char **argv)
         return 2;
     }
     kiln_set_num_threads(1);
-    kiln_set_log_level(KILN_LOG_WARN);
+    kiln_set_logging_level(KILN_LOGGING_WARN);
     c.x = kiln_tensor_new(KILN_F32, KILN_SHAPE(c.batch, c.width));
     kiln_rng r;
     kiln_rng_seed(&r, 1);

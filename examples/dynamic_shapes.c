@@ -49,8 +49,8 @@ int main(int argc, char **argv)
     kiln_graph *g = kiln_graph_new();
     kiln_rng rng;
     kiln_rng_seed(&rng, 2026);
-    kiln_set_log_level(
-        KILN_LOG_WARN); /* quiet, but say if the workspace grows */
+    kiln_set_logging_level(
+        KILN_LOGGING_WARN); /* quiet, but say if the workspace grows */
     if (kiln_graph_reserve_workspace_mb(g, 4) != KILN_OK)
         return fail(s, kiln_last_error());
     kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);

@@ -21,7 +21,8 @@ static int fail(kiln_session *s, const char *what)
 }
 
 /* The log (and so debug output) on stdout, in line with the rest. */
-static void log_to_stdout(kiln_log_level level, const char *line, void *user)
+static void log_to_stdout(kiln_logging_level level, const char *line,
+                          void *user)
 {
     (void)level;
     (void)user;
@@ -135,7 +136,7 @@ static int checkpointing_demo(kiln_session *s, kiln_graph *graph)
 
 int main(void)
 {
-    kiln_set_log_callback(log_to_stdout, NULL);
+    kiln_set_logging_callback(log_to_stdout, NULL);
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *graph = kiln_graph_new();
     /* Marian: graph->setDevice({0, DeviceType::cpu}); reserveWorkspaceMB(8) */
@@ -210,6 +211,6 @@ int main(void)
 
     kiln_graph_free(graph);
     kiln_session_free(s);
-    kiln_set_log_callback(NULL, NULL);
+    kiln_set_logging_callback(NULL, NULL);
     return 0;
 }

@@ -19,8 +19,8 @@
  * its work by its own session's thread count, never by timing.  The
  * process-wide setters kiln_set_num_threads and kiln_set_flush_denormals
  * are safe to call at any time and only give the defaults of sessions made
- * afterwards.  The log level and callback (kiln_set_log_level,
- * kiln_set_log_callback) are the only other global state: set them before
+ * afterwards.  The log level and callback (kiln_set_logging_level,
+ * kiln_set_logging_callback) are the only other global state: set them before
  * starting threads; the callback is called on the thread that logs, so it
  * must be thread-safe when sessions run in several threads.
  * kiln_last_error() is per thread.  OpenBLAS is set to one thread: Kiln

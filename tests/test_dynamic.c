@@ -14,7 +14,7 @@ typedef struct log_capture {
     int lines;
 } log_capture;
 
-static void capture(kiln_log_level level, const char *line, void *user)
+static void capture(kiln_logging_level level, const char *line, void *user)
 {
     (void)level;
     log_capture *c = user;
@@ -171,7 +171,7 @@ static void test_workspace_strict(void **state)
 {
     (void)state;
     log_capture cap = {{0}, 0};
-    kiln_set_log_callback(capture, &cap);
+    kiln_set_logging_callback(capture, &cap);
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
     assert_int_equal(kiln_graph_set_workspace_strict(g, 1), KILN_ERR_STATE);
@@ -215,7 +215,7 @@ static void test_workspace_strict(void **state)
         strstr(cap.text, "[warn] [memory] Extending reserved space to"));
     assert_int_equal(kiln_graph_workspace_stats(NULL, &ws), KILN_ERR_ARG);
     assert_int_equal(kiln_graph_reserve_workspace_mb(NULL, 1), KILN_ERR_ARG);
-    kiln_set_log_callback(NULL, NULL);
+    kiln_set_logging_callback(NULL, NULL);
     kiln_graph_free(g);
     kiln_session_free(s);
 }
@@ -266,11 +266,12 @@ static void test_log_callback_and_debug(void **state)
 {
     (void)state;
     log_capture cap = {{0}, 0};
-    kiln_set_log_callback(capture, &cap);
-    kiln_log_level old = kiln_get_log_level();
-    kiln_set_log_level(KILN_LOG_INFO);
-    kiln_log_printf(KILN_LOG_INFO, "training", "Ep. %d : loss %.2f", 1, 0.5);
-    kiln_log_printf(KILN_LOG_DEBUG, "training", "hidden");
+    kiln_set_logging_callback(capture, &cap);
+    kiln_logging_level old = kiln_get_logging_level();
+    kiln_set_logging_level(KILN_LOGGING_INFO);
+    kiln_logging_printf(KILN_LOGGING_INFO, "training", "Ep. %d : loss %.2f", 1,
+                        0.5);
+    kiln_logging_printf(KILN_LOGGING_DEBUG, "training", "hidden");
     regex_t re;
     assert_int_equal(
         regcomp(&re,
@@ -280,8 +281,8 @@ static void test_log_callback_and_debug(void **state)
         0);
     assert_int_equal(regexec(&re, cap.text, 0, NULL, 0), 0);
     regfree(&re);
-    kiln_set_log_level(KILN_LOG_OFF);
-    kiln_log_printf(KILN_LOG_ERROR, NULL, "dropped");
+    kiln_set_logging_level(KILN_LOGGING_OFF);
+    kiln_logging_printf(KILN_LOGGING_ERROR, NULL, "dropped");
     assert_int_equal(cap.lines, 1);
 
     /* debug output arrives whatever the level, in Marian's layout */
@@ -305,8 +306,8 @@ static void test_log_callback_and_debug(void **state)
     assert_non_null(
         strstr(cap.text, "] Debug Grad: Parameter x op=variable\n"));
     assert_non_null(strstr(cap.text, "min: 2.58385324 max: 2.58385324"));
-    kiln_set_log_level(old);
-    kiln_set_log_callback(NULL, NULL);
+    kiln_set_logging_level(old);
+    kiln_set_logging_callback(NULL, NULL);
 
     /* kiln_tensor_print: same layout, nested rows, long axes elided */
     float v[20];

@@ -140,25 +140,26 @@ double kiln_rng_normal(kiln_rng *r);
    Warnings and errors carry "[warn] " / "[error] " after the time.  The
    level and the callback are process-wide; set them before starting
    threads (see the thread notes at the top of kiln.h). */
-typedef enum kiln_log_level {
-    KILN_LOG_DEBUG,
-    KILN_LOG_INFO, /* the default */
-    KILN_LOG_WARN,
-    KILN_LOG_ERROR,
-    KILN_LOG_OFF,
-} kiln_log_level;
+typedef enum kiln_logging_level {
+    KILN_LOGGING_DEBUG,
+    KILN_LOGGING_INFO, /* the default */
+    KILN_LOGGING_WARN,
+    KILN_LOGGING_ERROR,
+    KILN_LOGGING_OFF,
+} kiln_logging_level;
 /* Receives each formatted line (no trailing newline; debug output may hold
    several lines). */
-typedef void (*kiln_log_fn)(kiln_log_level level, const char *line, void *user);
+typedef void (*kiln_logging_fn)(kiln_logging_level level, const char *line,
+                                void *user);
 /* Messages below level are dropped.  An unknown level is ignored. */
-void kiln_set_log_level(kiln_log_level level);
-kiln_log_level kiln_get_log_level(void);
+void kiln_set_logging_level(kiln_logging_level level);
+kiln_logging_level kiln_get_logging_level(void);
 /* Sends every line to fn (NULL restores the default: stderr). */
-void kiln_set_log_callback(kiln_log_fn fn, void *user);
+void kiln_set_logging_callback(kiln_logging_fn fn, void *user);
 /* Logs a printf-style message under a category ("memory", "training"; NULL
    for none).  A NULL fmt is ignored. */
-void kiln_log_printf(kiln_log_level level, const char *category,
-                     const char *fmt, ...)
+void kiln_logging_printf(kiln_logging_level level, const char *category,
+                         const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

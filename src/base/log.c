@@ -4,43 +4,43 @@
 #include <stdio.h>
 #include <time.h>
 
-static kiln_log_level log_level = KILN_LOG_INFO;
-static kiln_log_fn log_fn;
+static kiln_logging_level log_level = KILN_LOGGING_INFO;
+static kiln_logging_fn log_fn;
 static void *log_user;
 
-void kiln_set_log_level(kiln_log_level level)
+void kiln_set_logging_level(kiln_logging_level level)
 {
-    if (level >= KILN_LOG_DEBUG && level <= KILN_LOG_OFF)
+    if (level >= KILN_LOGGING_DEBUG && level <= KILN_LOGGING_OFF)
         log_level = level;
 }
 
-kiln_log_level kiln_get_log_level(void)
+kiln_logging_level kiln_get_logging_level(void)
 {
     return log_level;
 }
 
-void kiln_set_log_callback(kiln_log_fn fn, void *user)
+void kiln_set_logging_callback(kiln_logging_fn fn, void *user)
 {
     log_fn = fn;
     log_user = fn ? user : NULL;
 }
 
-int kiln_log_enabled(kiln_log_level level)
+int kiln_logging_enabled(kiln_logging_level level)
 {
-    return level >= log_level && level < KILN_LOG_OFF;
+    return level >= log_level && level < KILN_LOGGING_OFF;
 }
 
-static const char *level_tag(kiln_log_level level)
+static const char *level_tag(kiln_logging_level level)
 {
-    return level == KILN_LOG_WARN    ? "[warn] "
-           : level == KILN_LOG_ERROR ? "[error] "
-                                     : "";
+    return level == KILN_LOGGING_WARN    ? "[warn] "
+           : level == KILN_LOGGING_ERROR ? "[error] "
+                                         : "";
 }
 
-void kiln_log_message(kiln_log_level level, int force, const char *category,
-                      const char *fmt, ...)
+void kiln_logging_message(kiln_logging_level level, int force,
+                          const char *category, const char *fmt, ...)
 {
-    if (!force && !kiln_log_enabled(level))
+    if (!force && !kiln_logging_enabled(level))
         return;
     char line[4096];
     time_t now = time(NULL);
@@ -68,7 +68,7 @@ void kiln_log_message(kiln_log_level level, int force, const char *category,
     }
 }
 
-char *kiln_log_bytes(size_t bytes, char *buf, size_t n)
+char *kiln_logging_bytes(size_t bytes, char *buf, size_t n)
 {
     static const char *unit[] = {"B", "kB", "MB", "GB", "TB"};
     double v = (double)bytes;
@@ -84,15 +84,15 @@ char *kiln_log_bytes(size_t bytes, char *buf, size_t n)
     return buf;
 }
 
-void kiln_log_printf(kiln_log_level level, const char *category,
-                     const char *fmt, ...)
+void kiln_logging_printf(kiln_logging_level level, const char *category,
+                         const char *fmt, ...)
 {
-    if (!fmt || !kiln_log_enabled(level))
+    if (!fmt || !kiln_logging_enabled(level))
         return;
     char msg[3072];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    kiln_log_message(level, 0, category, "%s", msg);
+    kiln_logging_message(level, 0, category, "%s", msg);
 }

@@ -82,7 +82,7 @@ static void emit(FILE *out, const char *line)
         fputs(line, out);
         fputc('\n', out);
     } else {
-        kiln_log_message(KILN_LOG_INFO, 1, NULL, "%s", line);
+        kiln_logging_message(KILN_LOGGING_INFO, 1, NULL, "%s", line);
     }
 }
 

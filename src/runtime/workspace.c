@@ -64,9 +64,9 @@ static void *ws_fail(kiln_run_ctx *r, const kiln_node *n, size_t need,
     kiln_session_fail(
         r->s, KILN_ERR_MEMORY,
         "%s: workspace %s at %s: needs %s, %s of %s reserved in use", r->fn,
-        why, what, kiln_log_bytes(need, b1, sizeof b1),
-        kiln_log_bytes(r->g->workspace.used_total, b2, sizeof b2),
-        kiln_log_bytes(r->g->ws_reserved, b3, sizeof b3));
+        why, what, kiln_logging_bytes(need, b1, sizeof b1),
+        kiln_logging_bytes(r->g->workspace.used_total, b2, sizeof b2),
+        kiln_logging_bytes(r->g->ws_reserved, b3, sizeof b3));
     return NULL;
 }
 
@@ -92,10 +92,10 @@ void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes)
     g->ws_seen = g->workspace.used_total;
     if (g->workspace.reserved_total > before) {
         char b[32];
-        kiln_log_message(
-            g->ws_reserved ? KILN_LOG_WARN : KILN_LOG_DEBUG, 0, "memory",
-            "Extending reserved space to %s (device cpu0)",
-            kiln_log_bytes(g->workspace.reserved_total, b, sizeof b));
+        kiln_logging_message(
+            g->ws_reserved ? KILN_LOGGING_WARN : KILN_LOGGING_DEBUG, 0,
+            "memory", "Extending reserved space to %s (device cpu0)",
+            kiln_logging_bytes(g->workspace.reserved_total, b, sizeof b));
     }
     ws_account(g, need);
     return p;
@@ -156,8 +156,9 @@ kiln_status kiln_graph_reserve_workspace_mb(kiln_graph *g, size_t mb)
     g->ws_bins = NULL;
     g->ws_live = g->ws_peak = 0;
     char b[32];
-    kiln_log_message(KILN_LOG_INFO, 0, "memory", "Reserving %s, device cpu0",
-                     kiln_log_bytes(bytes, b, sizeof b));
+    kiln_logging_message(KILN_LOGGING_INFO, 0, "memory",
+                         "Reserving %s, device cpu0",
+                         kiln_logging_bytes(bytes, b, sizeof b));
     return KILN_OK;
 }
 
