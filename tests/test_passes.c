@@ -775,7 +775,7 @@ static void test_mlp_step_fusion(void **state)
 /* Checks a plan against an independent liveness computation: two values
    that are live at once never share bytes, unless one took the other's
    buffer in place at its last use. */
-static void check_plan(const kiln_program *p, const kiln_memory_plan *mp)
+static void check_plan(const kiln_unit *p, const kiln_memory_plan *mp)
 {
     const kiln_graph *g = p->g;
     int n = g->n_nodes;
@@ -846,11 +846,11 @@ static void check_plan(const kiln_program *p, const kiln_memory_plan *mp)
 }
 
 static void plan_program(const net *m, int passes, int reuse,
-                         kiln_memory_plan *mp, kiln_program *p)
+                         kiln_memory_plan *mp, kiln_unit *p)
 {
     /* the private graph a compile would plan: the passes over a copy */
-    kiln_program src = {m->g, (kiln_node **)m->out, m->n_out,
-                        (kiln_node **)m->in, m->n_in};
+    kiln_unit src = {m->g, (kiln_node **)m->out, m->n_out, (kiln_node **)m->in,
+                     m->n_in};
     p->g = kiln_graph_new();
     p->n_out = m->n_out;
     p->n_in = m->n_in;
@@ -864,7 +864,7 @@ static void plan_program(const net *m, int passes, int reuse,
     assert_int_equal(kiln_plan_memory(p, reuse, mp), KILN_OK);
 }
 
-static void program_free(kiln_program *p)
+static void program_free(kiln_unit *p)
 {
     kiln_graph_free(p->g);
     free(p->outputs);
@@ -882,7 +882,7 @@ static void test_plan_is_valid(void **state)
                                : training_net(&r, rep % 2);
         for (int passes = 0; passes < 2; passes++) {
             kiln_memory_plan mp;
-            kiln_program p;
+            kiln_unit p;
             plan_program(&m, passes, 1, &mp, &p);
             check_plan(&p, &mp);
             assert_true(mp.peak <= mp.unplanned);
@@ -1023,7 +1023,7 @@ static void test_update_in_variable(void **state)
     th_assert_graph_ok(g);
     check_all_configs(&m, 400);
     kiln_memory_plan mp;
-    kiln_program p;
+    kiln_unit p;
     plan_program(&m, 1, 1, &mp, &p);
     check_plan(&p, &mp);
     kiln_memory_plan_free(&mp);
@@ -1239,7 +1239,7 @@ static void test_gemm_acc_patterns(void **state)
         free(text);
         check_all_configs(&m, 600 + (uint64_t)rep);
         kiln_memory_plan mp;
-        kiln_program p;
+        kiln_unit p;
         plan_program(&m, 1, 1, &mp, &p);
         check_plan(&p, &mp);
         kiln_memory_plan_free(&mp);
@@ -1363,26 +1363,23 @@ static void test_validator(void **state)
     kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3));
     kiln_node *bad =
         kiln_node_make(g, KILN_OP_EXP, KILN_F32, KILN_SHAPE(3, 2), &x, 1);
-    kiln_program p = {g, &bad, 1, &x, 1};
+    kiln_unit p = {g, &bad, 1, &x, 1};
     char err[256];
-    assert_int_equal(kiln_program_validate(&p, err, sizeof err),
-                     KILN_ERR_STATE);
+    assert_int_equal(kiln_unit_validate(&p, err, sizeof err), KILN_ERR_STATE);
     assert_non_null(
         strstr(err, "%1 = exp: shape [3,2], its inputs give [2,3]"));
     bad->shape = KILN_SHAPE(2, 3);
-    assert_int_equal(kiln_program_validate(&p, err, sizeof err), KILN_OK);
+    assert_int_equal(kiln_unit_validate(&p, err, sizeof err), KILN_OK);
     kiln_node *in2[2] = {x, x};
     kiln_node *mm =
         kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, KILN_SHAPE(2, 2), in2, 2);
     p.outputs = &mm;
-    assert_int_equal(kiln_program_validate(&p, err, sizeof err),
-                     KILN_ERR_STATE);
+    assert_int_equal(kiln_unit_validate(&p, err, sizeof err), KILN_ERR_STATE);
     assert_non_null(strstr(err, "matmul"));
     p.inputs = &bad; /* not an input node */
     mm->shape = KILN_SHAPE(2, 2);
     mm->at.trans_b = 1;
-    assert_int_equal(kiln_program_validate(&p, err, sizeof err),
-                     KILN_ERR_STATE);
+    assert_int_equal(kiln_unit_validate(&p, err, sizeof err), KILN_ERR_STATE);
     assert_non_null(strstr(err, "input 0"));
     kiln_graph_free(g);
 }

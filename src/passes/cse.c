@@ -122,7 +122,7 @@ static kiln_node *merge(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
     return c;
 }
 
-kiln_status kiln_pass_cse(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_cse(const kiln_unit *in, kiln_unit *out,
                           const kiln_compile_options *opt)
 {
     table t;

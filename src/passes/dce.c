@@ -4,7 +4,7 @@
 
 #include "passes/passes.h"
 
-kiln_status kiln_pass_dce(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_dce(const kiln_unit *in, kiln_unit *out,
                           const kiln_compile_options *opt)
 {
     kiln_graph *g = in->g;

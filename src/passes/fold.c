@@ -52,7 +52,7 @@ static kiln_node *fold(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
     return c;
 }
 
-kiln_status kiln_pass_fold(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_fold(const kiln_unit *in, kiln_unit *out,
                            const kiln_compile_options *opt)
 {
     return kiln_rewrite(in, out, opt, NULL, fold, NULL);

@@ -330,7 +330,7 @@ done:
     return r;
 }
 
-kiln_status kiln_pass_fuse(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
                            const kiln_compile_options *opt)
 {
     int n = in->g->n_nodes;

@@ -121,12 +121,12 @@ static kiln_node *rewrite(kiln_rewriter *rw, const kiln_node *old,
     return r;
 }
 
-kiln_status kiln_pass_gemm_acc(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt)
 {
     const kiln_graph *g = in->g;
     int n = g->n_nodes;
-    int *uses = kiln_program_uses(in);
+    int *uses = kiln_unit_uses(in);
     unsigned char *keep = malloc((size_t)n + 1);
     acc_state st = {malloc(((size_t)n + 1) * sizeof *st.m)};
     kiln_status s = KILN_ERR_MEMORY;

@@ -297,7 +297,7 @@ static int place(buffer *bufs, int n, size_t *peak)
 /* The step at which each node is computed (-1: not computed) and the last
    step that reads it (n: read after the run, as outputs and assigns are);
    adds up mp->unplanned. 0 when that sum would pass PTRDIFF_MAX. */
-static int live_ranges(const kiln_program *p, kiln_memory_plan *mp, int *step,
+static int live_ranges(const kiln_unit *p, kiln_memory_plan *mp, int *step,
                        int *last, unsigned char *is_output)
 {
     const kiln_graph *g = p->g;
@@ -329,7 +329,7 @@ static int live_ranges(const kiln_program *p, kiln_memory_plan *mp, int *step,
     return 1;
 }
 
-kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
+kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
                              kiln_memory_plan *mp)
 {
     const kiln_graph *g = p->g;

@@ -1,44 +1,44 @@
 /* Graph-to-graph passes and the pipeline that runs them.
 
-   Every pass has one signature: it reads a program (a graph with its
-   outputs and fed inputs) and builds a new program in a fresh graph, since
-   nodes are immutable.  The pipeline validates each result, prints it when
-   asked, and frees the graph it replaced. */
+   Every pass has one signature: it reads a compile unit (kiln_unit: a
+   graph with its outputs and fed inputs) and builds a new unit in a fresh
+   graph, since nodes are immutable.  The pipeline validates each result,
+   prints it when asked, and frees the graph it replaced. */
 #ifndef KILN_PASSES_PASSES_H
 #define KILN_PASSES_PASSES_H
 
 #include "graph/graph.h"
 
-typedef struct kiln_program {
+typedef struct kiln_unit {
     kiln_graph *g;
     kiln_node **outputs; /* n_out nodes of g (may repeat) */
     int n_out;
     kiln_node **inputs; /* n_in input nodes of g, bound per run */
     int n_in;
-} kiln_program;
+} kiln_unit;
 
 /* Builds out (an empty graph with outputs/inputs arrays of in's sizes) from
    in.  Errors go to out->g (kiln_graph_fail) or are returned. */
-typedef kiln_status (*kiln_pass_fn)(const kiln_program *in, kiln_program *out,
+typedef kiln_status (*kiln_pass_fn)(const kiln_unit *in, kiln_unit *out,
                                     const kiln_compile_options *opt);
 
-kiln_status kiln_pass_dce(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_dce(const kiln_unit *in, kiln_unit *out,
                           const kiln_compile_options *opt);
-kiln_status kiln_pass_cse(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_cse(const kiln_unit *in, kiln_unit *out,
                           const kiln_compile_options *opt);
-kiln_status kiln_pass_fold(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_fold(const kiln_unit *in, kiln_unit *out,
                            const kiln_compile_options *opt);
-kiln_status kiln_pass_simplify(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt);
-kiln_status kiln_pass_fuse(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
                            const kiln_compile_options *opt);
-kiln_status kiln_pass_gemm_acc(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt);
 
 /* Runs the pipeline of opt over p, replacing p->g (and its arrays' nodes)
    by the final graph.  On error writes a message into err and leaves p
    valid (its graph is the last good one). */
-kiln_status kiln_passes_run(kiln_program *p, const kiln_compile_options *opt,
+kiln_status kiln_passes_run(kiln_unit *p, const kiln_compile_options *opt,
                             char *err, size_t err_len);
 /* Checks opt (pass names, limits); KILN_ERR_ARG with a message in err. */
 kiln_status kiln_passes_check_options(const kiln_compile_options *opt,
@@ -49,14 +49,13 @@ kiln_status kiln_passes_check_options(const kiln_compile_options *opt,
    to what the op infers from its inputs and attributes, inputs listed are
    input nodes, outputs in the graph.  KILN_ERR_STATE and a message naming
    the node otherwise. */
-kiln_status kiln_program_validate(const kiln_program *p, char *err,
-                                  size_t err_len);
+kiln_status kiln_unit_validate(const kiln_unit *p, char *err, size_t err_len);
 /* kiln_graph_print with fused programs spelled out and the outputs listed. */
-void kiln_program_print(const kiln_program *p, FILE *out);
+void kiln_unit_print(const kiln_unit *p, FILE *out);
 
 /* ------------------------------------------------------------ memory */
 
-/* Where every computed node of a program lives in one block of memory. */
+/* Where every computed node of a unit lives in one block of memory. */
 typedef struct kiln_memory_plan {
     size_t *offset;   /* by node id: byte offset of a computed node's buffer */
     int *inplace;     /* by node id: the input node whose buffer it took over
@@ -69,7 +68,7 @@ typedef struct kiln_memory_plan {
 
 /* Plans p's buffers (reuse 0: one buffer each, in order).  Leaves are not
    planned.  KILN_ERR_MEMORY when out of memory. */
-kiln_status kiln_plan_memory(const kiln_program *p, int reuse,
+kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
                              kiln_memory_plan *mp);
 void kiln_memory_plan_free(kiln_memory_plan *mp);
 
@@ -78,8 +77,8 @@ void kiln_memory_plan_free(kiln_memory_plan *mp);
 /* Walks in's nodes in order, building each one's replacement in out->g;
    map[id] is the replacement of in node id (NULL until built). */
 typedef struct kiln_rewriter {
-    const kiln_program *in;
-    kiln_program *out;
+    const kiln_unit *in;
+    kiln_unit *out;
     kiln_node **map;
     const kiln_compile_options *opt;
     void *state;
@@ -93,13 +92,13 @@ typedef kiln_node *(*kiln_rewrite_fn)(kiln_rewriter *rw, const kiln_node *old,
 
 /* Rewrites every node of in for which keep is NULL or keep[id] is set, in
    order, with fn (NULL: plain copy), then maps the outputs and inputs. */
-kiln_status kiln_rewrite(const kiln_program *in, kiln_program *out,
+kiln_status kiln_rewrite(const kiln_unit *in, kiln_unit *out,
                          const kiln_compile_options *opt,
                          const unsigned char *keep, kiln_rewrite_fn fn,
                          void *state);
 /* Number of uses of each node of p (by node id, counting every input edge
    and every listed output); caller frees. */
-int *kiln_program_uses(const kiln_program *p);
+int *kiln_unit_uses(const kiln_unit *p);
 /* 1 when n is an f32 constant with every element equal to v (bitwise for
    zero: -0 and +0 differ). */
 int kiln_is_constant_value(const kiln_node *n, float v);

@@ -74,45 +74,45 @@ static FILE *dump_stream(const kiln_compile_options *o)
     return env && strstr(env, "passes") ? stderr : NULL;
 }
 
-static void free_program(kiln_program *p)
+static void free_unit(kiln_unit *p)
 {
     kiln_graph_free(p->g);
     free(p->outputs);
     free(p->inputs);
 }
 
-/* Runs one pass from p into a new program; replaces p on success. */
-static kiln_status run_pass(kiln_program *p, const pass_entry *pe,
+/* Runs one pass from p into a new unit; replaces p on success. */
+static kiln_status run_pass(kiln_unit *p, const pass_entry *pe,
                             const kiln_compile_options *o, char *err,
                             size_t len)
 {
-    kiln_program q = {kiln_graph_new(), NULL, p->n_out, NULL, p->n_in};
+    kiln_unit q = {kiln_graph_new(), NULL, p->n_out, NULL, p->n_in};
     q.outputs = calloc((size_t)p->n_out + 1, sizeof *q.outputs);
     q.inputs = calloc((size_t)p->n_in + 1, sizeof *q.inputs);
     if (!q.g || !q.outputs || !q.inputs) {
-        free_program(&q);
+        free_unit(&q);
         snprintf(err, len, "out of memory in pass '%s'", pe->name);
         return KILN_ERR_MEMORY;
     }
     kiln_status st = pe->run(p, &q, o);
     char why[KILN_ERRMSG_MAX];
     if (st == KILN_OK)
-        st = kiln_program_validate(&q, why, sizeof why);
+        st = kiln_unit_validate(&q, why, sizeof why);
     else
         snprintf(why, sizeof why, "%s",
                  q.g->err[0] ? q.g->err : kiln_status_str(st));
     if (st != KILN_OK) {
         snprintf(err, len, "pass '%s' produced an invalid graph: %s", pe->name,
                  why);
-        free_program(&q);
+        free_unit(&q);
         return st;
     }
-    free_program(p);
+    free_unit(p);
     *p = q;
     return KILN_OK;
 }
 
-kiln_status kiln_passes_run(kiln_program *p, const kiln_compile_options *o,
+kiln_status kiln_passes_run(kiln_unit *p, const kiln_compile_options *o,
                             char *err, size_t len)
 {
     kiln_status st = kiln_passes_check_options(o, err, len);
@@ -121,7 +121,7 @@ kiln_status kiln_passes_run(kiln_program *p, const kiln_compile_options *o,
     FILE *dump = dump_stream(o);
     if (dump) {
         fprintf(dump, "--- IR before the passes (%d nodes)\n", p->g->n_nodes);
-        kiln_program_print(p, dump);
+        kiln_unit_print(p, dump);
     }
     const char *s = o->pipeline ? o->pipeline : DEFAULT_PIPELINE;
     while (*s) {
@@ -136,7 +136,7 @@ kiln_status kiln_passes_run(kiln_program *p, const kiln_compile_options *o,
         if (dump) {
             fprintf(dump, "--- IR after %s (%d -> %d nodes)\n", pe->name,
                     before, p->g->n_nodes);
-            kiln_program_print(p, dump);
+            kiln_unit_print(p, dump);
         }
     }
     return KILN_OK;

@@ -1,4 +1,4 @@
-/* The walk every pass is built on: copy a program into a new graph node by
+/* The walk every pass is built on: copy a compile unit into a new graph node by
    node, letting the pass replace any node as it goes. */
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,7 @@
 #include "graph/clone.h"
 #include "passes/passes.h"
 
-kiln_status kiln_rewrite(const kiln_program *in, kiln_program *out,
+kiln_status kiln_rewrite(const kiln_unit *in, kiln_unit *out,
                          const kiln_compile_options *opt,
                          const unsigned char *keep, kiln_rewrite_fn fn,
                          void *state)
@@ -58,7 +58,7 @@ oom:
     return g->status;
 }
 
-int *kiln_program_uses(const kiln_program *p)
+int *kiln_unit_uses(const kiln_unit *p)
 {
     int *uses = calloc((size_t)p->g->n_nodes + 1, sizeof *uses);
     if (!uses)

@@ -190,7 +190,7 @@ static kiln_node *simplify(kiln_rewriter *rw, const kiln_node *old,
     }
 }
 
-kiln_status kiln_pass_simplify(const kiln_program *in, kiln_program *out,
+kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt)
 {
     return kiln_rewrite(in, out, opt, NULL, simplify, NULL);

@@ -1,4 +1,4 @@
-/* The invariants a program keeps through every pass, and its printout. */
+/* The invariants a compile unit keeps through every pass, and its printout. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -288,7 +288,7 @@ static kiln_status validate_node(const kiln_graph *g, const kiln_node *n,
     return KILN_OK;
 }
 
-kiln_status kiln_program_validate(const kiln_program *p, char *err, size_t len)
+kiln_status kiln_unit_validate(const kiln_unit *p, char *err, size_t len)
 {
     const kiln_graph *g = p->g;
     if (g->status != KILN_OK)
@@ -314,7 +314,7 @@ kiln_status kiln_program_validate(const kiln_program *p, char *err, size_t len)
     return KILN_OK;
 }
 
-void kiln_program_print(const kiln_program *p, FILE *out)
+void kiln_unit_print(const kiln_unit *p, FILE *out)
 {
     char prog[1024], op[1040], line[2048];
     const kiln_graph *g = p->g;

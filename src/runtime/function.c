@@ -169,7 +169,7 @@ static int is_noop(const kiln_function *f, const kiln_node *n)
 static kiln_status plan(kiln_function *f, int reuse)
 {
     kiln_graph *g = f->g;
-    kiln_program p = {g, f->outputs, f->n_out, f->inputs, f->n_in};
+    kiln_unit p = {g, f->outputs, f->n_out, f->inputs, f->n_in};
     kiln_memory_plan mp;
     if (kiln_plan_memory(&p, reuse, &mp) != KILN_OK)
         return kiln_session_fail(f->s, KILN_ERR_MEMORY,
@@ -248,7 +248,8 @@ static void register_function(kiln_session *s, kiln_function *f)
     s->funcs[s->n_funcs++] = f;
 }
 
-/* Clones what the outputs need (and the listed inputs) into f's program. */
+/* Clones what the outputs need (and the listed inputs) into f's compile unit.
+ */
 static kiln_status extract(kiln_function *f, kiln_graph *g,
                            kiln_node *const *outputs, int n_out,
                            kiln_node *const *inputs, int n_in)
@@ -305,10 +306,10 @@ done:
     return st;
 }
 
-/* Runs the pass pipeline over f's program. */
+/* Runs the pass pipeline over f's compile unit. */
 static kiln_status optimise(kiln_function *f, const kiln_compile_options *opt)
 {
-    kiln_program p = {f->g, f->outputs, f->n_out, f->inputs, f->n_in};
+    kiln_unit p = {f->g, f->outputs, f->n_out, f->inputs, f->n_in};
     char err[KILN_ERRMSG_MAX];
     kiln_status st = kiln_passes_run(&p, opt, err, sizeof err);
     f->g = p.g;
