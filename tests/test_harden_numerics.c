@@ -14,7 +14,7 @@
    The tests do not need PyTorch. */
 #include "test_helpers.h"
 
-#include "cpu/kernels.h" /* kiln_cpu_use_reference */
+#include "cpu/dispatch.h" /* kiln_cpu_use_reference */
 #include "graph/graph.h" /* kiln_node_make: a gradient node alone */
 
 /* ---------------------------------------------------------------- paths */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/shape.h"
-#include "cpu/kernels.h"
+#include "cpu/dispatch.h"
 #include "graph/graph.h"
 
 /* Under AddressSanitizer a failed huge allocation returns NULL, as it does

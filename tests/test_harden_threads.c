@@ -10,7 +10,7 @@
 
 #include "test_helpers.h"
 
-#include "cpu/fast.h"
+#include "cpu/threads.h"
 
 enum { STEPS = 3, MAX_VARS = 4 };
 

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "cpu/dispatch.h"
+#include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "kiln.h"
 

@@ -4,7 +4,7 @@
    gradient, strict one-hot), so forward and backward always agree. */
 #include <stdio.h>
 
-#include "cpu/kernels.h"
+#include "cpu/check.h"
 
 /* The first label outside [0, classes) of n labels, or -1. */
 static int64_t first_bad_label(const int32_t *lab, int64_t n, int64_t classes)

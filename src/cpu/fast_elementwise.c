@@ -4,7 +4,9 @@
    into such runs, and long runs are cut again into pieces for the pool. */
 #include <math.h>
 
+#include "cpu/ew_plan.h"
 #include "cpu/fast.h"
+#include "cpu/pool.h"
 #include "cpu/scalar.h"
 #include "cpu/vmath.h"
 

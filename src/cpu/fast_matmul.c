@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cpu/fast.h"
+#include "cpu/gemm.h"
+#include "cpu/pool.h"
 
 typedef struct mm_job {
     int ta, tb;

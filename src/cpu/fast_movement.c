@@ -3,7 +3,10 @@
    Movement kernels move 4-byte elements whatever the dtype. */
 #include <string.h>
 
+#include "cpu/ew_plan.h"
 #include "cpu/fast.h"
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
 
 typedef uint32_t elem;
 

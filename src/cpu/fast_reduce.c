@@ -6,6 +6,9 @@
 #include <math.h>
 
 #include "cpu/fast.h"
+#include "cpu/fast_reduce.h"
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
 
 /* Columns accumulated at once in the column form (stack storage). */
 enum { COLS = 256 };

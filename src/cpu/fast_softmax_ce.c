@@ -5,6 +5,8 @@
 #include <math.h>
 
 #include "cpu/fast.h"
+#include "cpu/fast_reduce.h"
+#include "cpu/pool.h"
 #include "cpu/vmath.h"
 
 /* The loss sums per-chunk partial sums in chunk order, so the result does

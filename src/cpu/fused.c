@@ -3,6 +3,7 @@
    cost is the arithmetic alone and the compiler can vectorise every loop. */
 #include "cpu/fused.h"
 #include "cpu/fast.h"
+#include "cpu/pool.h"
 #include "cpu/scalar.h"
 #include "cpu/vmath.h"
 

@@ -9,8 +9,9 @@
 #include <limits.h>
 #include <string.h>
 
-#include "cpu/fast.h"
-#include "cpu/kernels.h"
+#include "cpu/gemm.h"
+#include "cpu/pool.h"
+#include "cpu/threads.h"
 
 #ifdef KILN_HAVE_BLAS
 #include <cblas.h>

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cpu/fast.h"
+#include "cpu/fpu.h"
+#include "cpu/pool.h"
+#include "cpu/threads.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu/fused.h"
+#include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/scalar.h"
 

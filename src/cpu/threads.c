@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "cpu/fast.h"
+#include "cpu/threads.h"
 
 /* 0 until kiln_set_num_threads: then one per core, as BLAS does. */
 static atomic_int default_threads;

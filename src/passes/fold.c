@@ -3,6 +3,7 @@
    (at most fold_max_elements) so folding never bloats the graph. */
 #include <string.h>
 
+#include "cpu/check.h"
 #include "cpu/kernels.h"
 #include "passes/passes.h"
 

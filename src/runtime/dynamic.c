@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "cpu/dispatch.h"
 #include "grad/grad.h"
 #include "runtime/dynamic.h"
 

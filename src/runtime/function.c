@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "cpu/check.h"
+#include "cpu/dispatch.h"
 #include "graph/clone.h"
 #include "graph/fused_program.h"
 #include "passes/passes.h"

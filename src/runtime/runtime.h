@@ -3,7 +3,7 @@
 #define KILN_RUNTIME_RUNTIME_H
 
 #include "base/tensor.h"
-#include "cpu/kernels.h"
+#include "cpu/threads.h"
 #include "graph/graph.h"
 
 typedef struct kiln_var {

@@ -1,0 +1,24 @@
+/* Matrix products for the matmul kernels (OpenBLAS when built with it). */
+#ifndef KILN_CPU_GEMM_H
+#define KILN_CPU_GEMM_H
+
+#include <stdint.h>
+
+/* A matrix product with M*N*K above this is split over the pool;
+   OpenBLAS itself stays on one thread up to the same size. */
+#define KILN_GEMM_SPLIT_MIN (4 * 65536)
+
+/* out = a(MxK, or KxM when ta) x b(KxN, or NxK when tb), row-major. */
+void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, const float *b, float *out);
+/* out += alpha a x b (one GEMM with beta = 1; shapes as kiln_cpu_gemm).
+   out must not overlap a or b.  Both calls split large products over the
+   running kernel's threads (a fixed split for a thread count) and run
+   those with one row or column as a GEMV; this one only where the GEMV
+   takes dot products, and otherwise (x^T [k,m] times a [k,1] column, a
+   [1,k] row times [k,n]) sums rows in a plain loop, so that each result is
+   added to out once. */
+void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, const float *b, float *out);
+
+#endif
