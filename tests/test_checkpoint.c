@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "kiln.h"
+#include "test_helpers.h"
 
 enum { BATCH = 16, DIM = 4, CLASSES = 3, HIDDEN = 8 };
 
@@ -144,14 +145,6 @@ static void test_resume_safetensors(void **state)
     assert_true(fd >= 0);
     close(fd);
     check_resume(path);
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
 }
 
 static void test_bad_files_leave_variables(void **state)

@@ -415,14 +415,6 @@ static long file_size(const char *path)
     return n;
 }
 
-static void write_bytes(const char *path, const unsigned char *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
 static void test_bin_roundtrip_and_corruption(void **state)
 {
     (void)state;

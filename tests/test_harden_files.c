@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "kiln.h"
+#include "test_files.h"
 
 /* The library's aligned_alloc (variable storage) goes through here
    (-Wl,--wrap=aligned_alloc): fail_alloc_in = n fails the n-th call. */
@@ -31,77 +32,6 @@ void *__wrap_aligned_alloc(size_t align, size_t size)
     if (fail_alloc_in > 0 && --fail_alloc_in == 0)
         return NULL;
     return __real_aligned_alloc(align, size);
-}
-
-static char tmp_dir[64];
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][600];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", tmp_dir, name);
-    return p;
-}
-
-static void assert_error_has(const char *msg, const char *phrase)
-{
-    if (!strstr(msg, phrase))
-        fail_msg("error \"%s\" lacks \"%s\"", msg, phrase);
-}
-
-static void write_bytes(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-/* Every entry of tmp_dir, dot files included. */
-static int count_entries(void)
-{
-    DIR *d = opendir(tmp_dir);
-    int n = 0;
-    assert_non_null(d);
-    for (struct dirent *ent; (ent = readdir(d));)
-        n += strcmp(ent->d_name, ".") && strcmp(ent->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    for (struct dirent *ent; (ent = readdir(d));) {
-        if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, ".."))
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    strcpy(tmp_dir, "/tmp/kiln_harden_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    remove_tree(tmp_dir);
-    return 0;
 }
 
 /* {"a": [1, 2, 3] f32, "b": [7, -8] i32} scaled by k */
@@ -159,7 +89,7 @@ static void test_save_long_name(void **state)
         l = sample(2);
         assert_int_equal(kiln_file_write(tmp_path(name), l), KILN_OK);
         assert_holds(tmp_path(name), 2);
-        assert_int_equal(count_entries(), 1);
+        assert_int_equal(count_entries(1), 1);
         unlink(tmp_path(name));
         kiln_tensor_list_free(l);
     }
@@ -172,7 +102,7 @@ static void test_save_long_name(void **state)
                                           kiln_init_ones(), 1),
                      KILN_OK);
     assert_int_equal(kiln_session_save(s, tmp_path(name)), KILN_OK);
-    assert_int_equal(count_entries(), 1);
+    assert_int_equal(count_entries(1), 1);
     unlink(tmp_path(name));
     kiln_session_free(s);
 }
@@ -225,12 +155,12 @@ static void test_save_through_symlink(void **state)
     assert_int_equal(symlink("loop_a", tmp_path("loop_b")), 0);
     kiln_tensor_list *l = sample(1);
     assert_int_not_equal(kiln_npz_write(tmp_path("loop_a"), l, 0), KILN_OK);
-    assert_error_has(kiln_last_error(), "symbolic links");
+    assert_has(kiln_last_error(), "symbolic links");
     kiln_tensor_list_free(l);
     unlink(tmp_path("loop_a"));
     unlink(tmp_path("loop_b"));
     rmdir(tmp_path("sub"));
-    assert_int_equal(count_entries(), 0);
+    assert_int_equal(count_entries(1), 0);
 }
 
 /* Our temporaries are ".<name>.<FNV-1a of name, 8 hex>.<6 random>.tmp". */
@@ -297,7 +227,7 @@ static void test_save_removes_stale_temporaries(void **state)
     }
     kiln_tensor_list_free(l);
     /* exactly the target and the files that are not its temporaries */
-    assert_int_equal(count_entries(), 1 + 7);
+    assert_int_equal(count_entries(1), 1 + 7);
     unlink(tmp_path("m.npz"));
     for (size_t i = 0; i < 7; i++)
         unlink(tmp_path(kept[i]));
@@ -383,7 +313,7 @@ static void test_failed_save_leaves_nothing(void **state)
             assert_int_equal(kiln_file_write(tmp_path(path), l), KILN_OK);
         assert_int_not_equal(kiln_file_write(tmp_path(path), bad), KILN_OK);
         assert_holds(tmp_path(path), 1);
-        assert_int_equal(count_entries(), f + 1);
+        assert_int_equal(count_entries(1), f + 1);
     }
     for (int f = 0; f < 3; f++) {
         char path[32];
@@ -392,7 +322,7 @@ static void test_failed_save_leaves_nothing(void **state)
     }
     /* a directory is not a file name */
     assert_int_not_equal(kiln_npz_write(tmp_dir, l, 0), KILN_OK);
-    assert_int_equal(count_entries(), 0);
+    assert_int_equal(count_entries(1), 0);
     kiln_tensor_list_free(bad);
     kiln_tensor_list_free(l);
 }
@@ -435,7 +365,7 @@ static void test_session_load_all_or_nothing(void **state)
         fail_alloc_in = 2;
         assert_int_equal(kiln_session_load(s, tmp_path(path)), KILN_ERR_MEMORY);
         fail_alloc_in = 0;
-        assert_error_has(kiln_session_error(s), "out of memory");
+        assert_has(kiln_session_error(s), "out of memory");
         assert_int_equal(kiln_session_num_variables(s), 1);
         read_var(s, "w", got, 2);
         assert_true(got[0] == 1 && got[1] == 2);
@@ -477,7 +407,7 @@ static void test_session_load_mismatch_changes_nothing(void **state)
                                           kiln_init_values(init), 1),
                      KILN_OK);
     assert_int_equal(kiln_session_load(s, tmp_path("mm.npz")), KILN_ERR_SHAPE);
-    assert_error_has(kiln_session_error(s), "'w'");
+    assert_has(kiln_session_error(s), "'w'");
     assert_int_equal(kiln_session_num_variables(s), 1);
     read_var(s, "w", got, 2);
     assert_true(got[0] == 1 && got[1] == 2);
@@ -567,7 +497,7 @@ static void expect_load_error(const char *images, const char *labels,
     assert_int_equal(
         kiln_dataset_load(&d, tmp_path(images), tmp_path(labels), classes, 1),
         st);
-    assert_error_has(kiln_last_error(), phrase);
+    assert_has(kiln_last_error(), phrase);
     assert_null(d.images);
     assert_null(d.labels);
 }
@@ -623,7 +553,7 @@ static void test_dataset_match(void **state)
                      KILN_OK);
     assert_int_equal(kiln_dataset_match(&a, &a), KILN_OK);
     assert_int_equal(kiln_dataset_match(&a, &b), KILN_ERR_SHAPE);
-    assert_error_has(kiln_last_error(), "has 4x5 images but the training set");
+    assert_has(kiln_last_error(), "has 4x5 images but the training set");
     /* same pixel count, other shape: still a different data set */
     kiln_dataset d;
     write_images("d", 2, 2, 8);
@@ -632,7 +562,7 @@ static void test_dataset_match(void **state)
     assert_int_equal(kiln_dataset_match(&a, &d), KILN_ERR_SHAPE);
     assert_int_equal(kiln_dataset_match(&a, &c), KILN_ERR_SHAPE);
     assert_int_equal(kiln_dataset_match(&a, &a2), KILN_ERR_SHAPE);
-    assert_error_has(kiln_last_error(), "3 classes");
+    assert_has(kiln_last_error(), "3 classes");
     assert_int_equal(kiln_dataset_match(&a, NULL), KILN_ERR_ARG);
     kiln_dataset_free(&a);
     kiln_dataset_free(&b);
@@ -652,8 +582,7 @@ static void test_mnist_load_checks_labels(void **state)
     kiln_tensor *x = NULL, *y = NULL;
     assert_int_equal(kiln_mnist_load(tmp_path("mn"), 0, 1, &x, &y),
                      KILN_ERR_IO);
-    assert_error_has(kiln_last_error(),
-                     "label 12 at index 1 is outside [0, 10)");
+    assert_has(kiln_last_error(), "label 12 at index 1 is outside [0, 10)");
     assert_null(x);
     assert_null(y);
     lab[1] = 9;
@@ -668,19 +597,19 @@ static void test_mnist_load_checks_labels(void **state)
 static void test_file_check_writable(void **state)
 {
     (void)state;
-    int before = count_entries();
+    int before = count_entries(1);
     assert_int_equal(kiln_file_check_writable(tmp_path("new.npz")), KILN_OK);
-    assert_int_equal(count_entries(), before);
+    assert_int_equal(count_entries(1), before);
     assert_int_equal(kiln_file_check_writable(tmp_path("no/dir/m.npz")),
                      KILN_ERR_IO);
-    assert_error_has(kiln_last_error(), "does not exist");
+    assert_has(kiln_last_error(), "does not exist");
     write_bytes(tmp_path("plain"), "x", 1);
     assert_int_equal(kiln_file_check_writable(tmp_path("plain/m.npz")),
                      KILN_ERR_IO);
-    assert_error_has(kiln_last_error(), "is not a directory");
+    assert_has(kiln_last_error(), "is not a directory");
     unlink(tmp_path("plain"));
     assert_int_equal(kiln_file_check_writable(tmp_dir), KILN_ERR_IO);
-    assert_error_has(kiln_last_error(), "is a directory");
+    assert_has(kiln_last_error(), "is a directory");
     assert_int_equal(symlink("mn", tmp_path("dirlink")), 0);
     assert_int_equal(kiln_file_check_writable(tmp_path("dirlink")),
                      KILN_ERR_IO);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "kiln.h"
+#include "test_files.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -40,32 +41,6 @@
 #else
 #define MANY_SECONDS 1.5
 #endif
-
-static char tmp_dir[64];
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", tmp_dir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void assert_error_has(const char *phrase)
-{
-    const char *msg = kiln_last_error();
-    if (!strstr(msg, phrase))
-        fail_msg("error \"%s\" lacks \"%s\"", msg, phrase);
-}
 
 /* CPU time of this process, seconds. */
 static double now(void)
@@ -564,27 +539,6 @@ static void test_session_load_many(void **state)
 }
 
 /* ------------------------------------------------------------- setup */
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    strcpy(tmp_dir, "/tmp/kiln_test_harden_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    DIR *d = opendir(tmp_dir);
-    struct dirent *ent;
-    if (!d)
-        return -1;
-    while ((ent = readdir(d)))
-        if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0)
-            unlink(tmp_path(ent->d_name));
-    closedir(d);
-    return rmdir(tmp_dir);
-}
 
 /* An argument runs only the tests matching it (a cmocka pattern). */
 int main(int argc, char **argv)

@@ -119,4 +119,13 @@ static inline void th_expect_graph_error(kiln_graph *g, const char *needle)
         fail_msg("error '%s' lacks '%s'", kiln_graph_error(g), needle);
 }
 
+/* Writes n raw bytes to path (a test file, corrupt on purpose or not). */
+static inline void write_bytes(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
 #endif

@@ -17,21 +17,11 @@
 #include <cmocka.h>
 
 #include "kiln.h"
+#include "test_files.h"
 
 #define REF(name) KILN_TEST_REF_DIR "/io/" name
 
-static char tmp_dir[64];
-
 /* ------------------------------------------------------------ helpers */
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", tmp_dir, name);
-    return p;
-}
 
 static unsigned char *read_bytes(const char *path, size_t *n)
 {
@@ -48,34 +38,6 @@ static unsigned char *read_bytes(const char *path, size_t *n)
     return b;
 }
 
-static void write_bytes(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void assert_error_has(const char *phrase)
-{
-    const char *msg = kiln_last_error();
-    if (!strstr(msg, phrase))
-        fail_msg("error \"%s\" lacks \"%s\"", msg, phrase);
-}
-
-/* Files in tmp_dir; the writers must leave no temporary files behind. */
-static int count_files(void)
-{
-    DIR *d = opendir(tmp_dir);
-    int n = 0;
-    struct dirent *ent;
-    assert_non_null(d);
-    while ((ent = readdir(d)))
-        n += ent->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static void clear_dir(void)
 {
     DIR *d = opendir(tmp_dir);
@@ -85,20 +47,6 @@ static void clear_dir(void)
         if (ent->d_name[0] != '.')
             unlink(tmp_path(ent->d_name));
     closedir(d);
-}
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    strcpy(tmp_dir, "/tmp/kiln_test_io_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    clear_dir();
-    return rmdir(tmp_dir);
 }
 
 static int clean_dir(void **state)
@@ -206,10 +154,10 @@ static void roundtrip_npz(int compress)
     if (!r)
         fail_msg("%s", kiln_last_error());
     assert_lists_identical(l, r);
-    assert_int_equal(count_files(), 1);
+    assert_int_equal(count_entries(0), 1);
     /* Overwriting an existing file works and is atomic too. */
     assert_int_equal(kiln_npz_write(p, r, !compress), KILN_OK);
-    assert_int_equal(count_files(), 1);
+    assert_int_equal(count_entries(0), 1);
     kiln_tensor_list_free(r);
     r = kiln_npz_read(p);
     assert_lists_identical(l, r);
@@ -249,7 +197,7 @@ static void test_safetensors_roundtrip(void **state)
     assert_int_equal(b[8], '{');
     assert_int_equal(n, 8 + hlen + 12 * 4 + 5 * 4 + 4);
     free(b);
-    assert_int_equal(count_files(), 1);
+    assert_int_equal(count_entries(0), 1);
     kiln_tensor_list_free(l);
 }
 
@@ -665,7 +613,7 @@ static void test_failed_writes_keep_target(void **state)
     assert_int_equal(kiln_safetensors_write(tmp_path("nodir/x.st"), l),
                      KILN_ERR_IO);
     assert_error_has("No such file or directory");
-    assert_int_equal(count_files(), 0);
+    assert_int_equal(count_entries(0), 0);
 
     const char *p = tmp_path("keep.bin");
     const char old[] = "the previous checkpoint";
@@ -688,7 +636,7 @@ static void test_failed_writes_keep_target(void **state)
     unsigned char *b = read_bytes(p, &n);
     assert_int_equal(n, sizeof old);
     assert_memory_equal(b, old, sizeof old);
-    assert_int_equal(count_files(), 1); /* no temporary file left */
+    assert_int_equal(count_entries(0), 1); /* no temporary file left */
     free(b);
     assert_int_equal(kiln_npz_write(NULL, l, 0), KILN_ERR_ARG);
     assert_int_equal(kiln_safetensors_write(p, NULL), KILN_ERR_ARG);
