@@ -160,14 +160,14 @@ BUILD(b_rmax, kiln_reduce_max(g, x[0], (unsigned)p[0], p[1]))
 BUILD(b_argmax, kiln_argmax(g, x[0], p[0]))
 /* p: the target shape (ndim, d...) */
 BUILD(b_reshape,
-      kiln_reshape(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}})))
+      kiln_reshape(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}, 0})))
 BUILD(b_permute, kiln_permute(g, x[0], p))
 BUILD(b_transpose, kiln_transpose(g, x[0]))
 BUILD(b_broadcast_to,
-      kiln_broadcast_to(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}})))
+      kiln_broadcast_to(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}, 0})))
 /* p: ndim, d0..d2, new-axes mask */
 BUILD(b_broadcast,
-      kiln_broadcast(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}}),
+      kiln_broadcast(g, x[0], ((kiln_shape){p[0], {p[1], p[2], p[3]}, 0}),
                      (unsigned)p[4]))
 BUILD(b_concat2, kiln_concat(g, x, 2, p[0]))
 BUILD(b_concat3, kiln_concat(g, x, 3, p[0]))

@@ -58,10 +58,14 @@ typedef enum kiln_dtype {
     KILN_U8 = 5,   /* reserved */
 } kiln_dtype;
 
-/* A tensor shape: ndim dimensions (0 for a scalar), each >= 0. */
+/* A tensor shape: ndim dimensions (0 for a scalar), each >= 0.  sym marks
+   (KILN_AXIS bits) the axes whose size is a graph's symbolic size, such as
+   the batch (see kiln_input_sym); node shapes carry it through the ops, and
+   comparisons of shapes ignore it.  0 in KILN_SHAPE and in tensors. */
 typedef struct kiln_shape {
     int ndim;
     int64_t d[KILN_MAX_DIMS];
+    unsigned sym;
 } kiln_shape;
 
 /* KILN_SHAPE(128, 784) builds a kiln_shape; KILN_SCALAR is the 0-d shape. */

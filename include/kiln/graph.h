@@ -89,6 +89,13 @@ kiln_node *kiln_node_set_name(kiln_node *n, const char *name);
 /* Input fed on every run (nGraph Parameter, placeholder). */
 kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,
                       kiln_shape shape);
+/* Input whose axes in sym_axes (KILN_AXIS bits) have a symbolic size, such as
+   the batch: the graph is built and runs dynamically at the sizes in shape,
+   and a compiled function accepts any size >= 0 for them (the same one for
+   every symbolic axis of every input).  Nodes derived from it carry the
+   axes in their shape's sym (docs/guide.md, "Symbolic dimensions"). */
+kiln_node *kiln_input_sym(kiln_graph *g, const char *name, kiln_dtype dt,
+                          kiln_shape shape, unsigned sym_axes);
 /* Scalar f32 constant. */
 kiln_node *kiln_scalar(kiln_graph *g, float v);
 /* Constant tensor with values copied from data (numel elements of dt). */

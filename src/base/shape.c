@@ -136,14 +136,19 @@ void kiln_shape_strides(kiln_shape s, int64_t *strides)
 int kiln_shape_broadcast(kiln_shape a, kiln_shape b, kiln_shape *out)
 {
     int nd = a.ndim > b.ndim ? a.ndim : b.ndim;
-    out->ndim = nd;
+    kiln_shape r = {.ndim = nd};
     for (int i = 0; i < nd; i++) {
         int ia = a.ndim - nd + i, ib = b.ndim - nd + i;
         int64_t da = ia >= 0 ? a.d[ia] : 1, db = ib >= 0 ? b.d[ib] : 1;
         if (da != db && da != 1 && db != 1)
             return 0;
-        out->d[i] = da == 1 ? db : da;
+        r.d[i] = da == 1 ? db : da;
+        /* an axis of the symbolic size stays one where it is not broadcast */
+        if ((ia >= 0 && (a.sym >> ia & 1u) && da == r.d[i]) ||
+            (ib >= 0 && (b.sym >> ib & 1u) && db == r.d[i]))
+            r.sym |= 1u << i;
     }
+    *out = r;
     return 1;
 }
 

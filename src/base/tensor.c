@@ -29,6 +29,7 @@ static kiln_tensor *tensor_alloc(kiln_dtype dt, kiln_shape shape,
     }
     t->dtype = dt;
     t->shape = shape;
+    t->shape.sym = 0; /* a tensor has its sizes, none symbolic */
     return t;
 }
 

@@ -167,7 +167,9 @@ static kiln_node *keepdims_view(kiln_graph *g, kiln_node *n, kiln_node *v)
     for (int d = 0; d < ks.ndim; d++)
         if (n->at.axes & (1u << d))
             ks.d[d] = 1;
-    return kiln_node_make(g, KILN_OP_RESHAPE, v->dtype, ks, &v, 1);
+    kiln_node *r = kiln_node_make(g, KILN_OP_RESHAPE, v->dtype, ks, &v, 1);
+    kiln_node_derive_sym(r);
+    return r;
 }
 
 RULE(SUM)
@@ -192,6 +194,7 @@ RULE(RESHAPE)
     (void)need;
     gin[0] = kiln_node_make(g, KILN_OP_RESHAPE, adj->dtype, n->in[0]->shape,
                             &adj, 1);
+    kiln_node_derive_sym(gin[0]);
 }
 RULE(STOPGRAD)
 {
@@ -207,6 +210,7 @@ RULE(PERMUTE)
                                   n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.perm[d] = inv[d];
+    kiln_node_derive_sym(r);
     gin[0] = r;
 }
 RULE(BROADCAST)
@@ -221,6 +225,7 @@ RULE(SLICE)
         kiln_node_make(g, KILN_OP_PAD, adj->dtype, n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.lo[d] = n->at.lo[d];
+    kiln_node_derive_sym(r);
     gin[0] = r;
 }
 RULE(PAD)
@@ -230,6 +235,7 @@ RULE(PAD)
         kiln_node_make(g, KILN_OP_SLICE, adj->dtype, n->in[0]->shape, &adj, 1);
     for (int d = 0; d < n->shape.ndim; d++)
         r->at.lo[d] = n->at.lo[d];
+    kiln_node_derive_sym(r);
     gin[0] = r;
 }
 RULE(CONCAT)
@@ -241,6 +247,7 @@ RULE(CONCAT)
             kiln_node *r =
                 kiln_node_make(g, KILN_OP_SLICE, adj->dtype, s, &adj, 1);
             r->at.lo[n->at.axis] = off;
+            kiln_node_derive_sym(r);
             gin[k] = r;
         }
         off += s.d[n->at.axis];
@@ -260,6 +267,7 @@ static kiln_node *mm(kiln_graph *g, kiln_node *a, kiln_node *b, int ta, int tb)
     kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
     r->at.trans_a = ta;
     r->at.trans_b = tb;
+    kiln_node_derive_sym(r);
     return r;
 }
 

@@ -44,6 +44,7 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
     kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
     r->at.trans_a = trans_a != 0;
     r->at.trans_b = trans_b != 0;
+    kiln_node_derive_sym(r);
     return r;
 }
 

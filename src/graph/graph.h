@@ -35,6 +35,16 @@ typedef struct kiln_op_info {
 
 extern const kiln_op_info kiln_op_table[KILN_OP_COUNT];
 
+/* A constant that counts elements over symbolic axes (a mean's 1 / N): its
+   value is sign / count (recip) or sign * count, count = base * size^k for
+   the symbolic size; k = 0 for every other constant.  A compiled function
+   re-derives it for each size (kiln_count_value). */
+typedef struct kiln_count {
+    int64_t base;
+    int k, recip;
+    float sign;
+} kiln_count;
+
 /* Op attributes; each op uses the fields its row needs. */
 typedef struct kiln_attrs {
     unsigned axes;             /* reductions: reduced axes; broadcast: new */
@@ -50,6 +60,7 @@ typedef struct kiln_attrs {
     kiln_init init;            /* variable */
     int trainable;             /* variable */
     const void *data;          /* constant (arena copy); fused: program */
+    kiln_count count;          /* constant */
 } kiln_attrs;
 
 struct kiln_node {
@@ -156,5 +167,18 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
 kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s);
 /* A constant of shape s filled with v. */
 kiln_node *kiln_zeros_like(kiln_graph *g, kiln_node *x);
+
+/* Symbolic sizes (graph/sym.c).  Sets n->shape.sym to the axes that follow
+   the symbolic size, from its inputs' and its attributes; a broadcast also
+   keeps the axes its target shape marked.  Builders whose result shape is
+   not a copy of an input's call it once the attributes are set. */
+void kiln_node_derive_sym(kiln_node *n);
+/* The scalar sign / count (recip) or sign * count, count being the number
+   of elements of shape x over axes: a mean's factor, tagged so that a
+   compiled function re-derives it when the axes are symbolic. */
+kiln_node *kiln_count_scalar(kiln_graph *g, kiln_shape x, unsigned axes,
+                             float sign, int recip);
+/* The value of a count constant at the symbolic size (NaN for 1 / 0). */
+float kiln_count_value(const kiln_count *c, int64_t size);
 
 #endif

@@ -7,16 +7,51 @@
 
 /* ---------------------------------------------------------------- leaves */
 
+/* The sizes a graph is built at stand for the symbolic size, one for every
+   symbolic axis: a size of 0 would leave a mean's count nothing to follow. */
+static int check_sym_axes(kiln_graph *g, const char *fn, kiln_shape s,
+                          unsigned sym)
+{
+    char b[SHAPE_BUF];
+    if (sym >> s.ndim) {
+        kiln_graph_fail(g, KILN_ERR_ARG,
+                        "%s: symbolic axes 0x%x beyond the %d dims of %s", fn,
+                        sym, s.ndim, S(s, b));
+        return 0;
+    }
+    int first = sym ? __builtin_ctz(sym) : 0;
+    for (int i = first; i < s.ndim; i++) {
+        if (!(sym >> i & 1u))
+            continue;
+        if (s.d[i] == s.d[first] && s.d[i] > 0)
+            continue;
+        kiln_graph_fail(g, KILN_ERR_SHAPE,
+                        "%s: symbolic axes of %s must have one size >= 1 "
+                        "when the graph is built (axis %d)",
+                        fn, S(s, b), i);
+        return 0;
+    }
+    return 1;
+}
+
+kiln_node *kiln_input_sym(kiln_graph *g, const char *name, kiln_dtype dt,
+                          kiln_shape shape, unsigned sym_axes)
+{
+    const char *fn = sym_axes ? "kiln_input_sym" : "kiln_input";
+    if (!g || g->status)
+        return g ? &g->poison : kiln_null_graph(fn);
+    if (!check_dtype(g, fn, dt) || !check_shape(g, fn, shape) ||
+        !check_sym_axes(g, fn, shape, sym_axes))
+        return &g->poison;
+    shape.sym = sym_axes;
+    kiln_node *n = kiln_node_make(g, KILN_OP_INPUT, dt, shape, NULL, 0);
+    return kiln_node_set_name(n, name);
+}
+
 kiln_node *kiln_input(kiln_graph *g, const char *name, kiln_dtype dt,
                       kiln_shape shape)
 {
-    if (!g || g->status)
-        return g ? &g->poison : kiln_null_graph(__func__);
-    if (!check_dtype(g, "kiln_input", dt) ||
-        !check_shape(g, "kiln_input", shape))
-        return &g->poison;
-    kiln_node *n = kiln_node_make(g, KILN_OP_INPUT, dt, shape, NULL, 0);
-    return kiln_node_set_name(n, name);
+    return kiln_input_sym(g, name, dt, shape, shape.sym);
 }
 
 kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
@@ -36,6 +71,7 @@ kiln_node *kiln_constant(kiln_graph *g, kiln_dtype dt, kiln_shape shape,
                                "kiln_constant: out of memory");
     if (bytes)
         memcpy(copy, data, bytes);
+    shape.sym = 0; /* its values have one size; kiln_fill's follow any */
     kiln_node *n = kiln_node_make(g, KILN_OP_CONSTANT, dt, shape, NULL, 0);
     n->at.data = copy;
     return n;
@@ -124,6 +160,7 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
         g->vars = vars;
         g->cap_vars = cap;
     }
+    shape.sym = 0; /* a variable's storage has one size */
     kiln_node *n = kiln_node_make(g, KILN_OP_VARIABLE, dt, shape, NULL, 0);
     if (n->op != KILN_OP_VARIABLE)
         return n;

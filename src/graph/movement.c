@@ -41,7 +41,9 @@ kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
         return kiln_graph_fail(g, KILN_ERR_SHAPE,
                                "%s: %s to %s changes the element count", fn,
                                S(x->shape, b1), S(shape, b2));
-    return kiln_node_make(g, KILN_OP_RESHAPE, x->dtype, shape, &x, 1);
+    kiln_node *n = kiln_node_make(g, KILN_OP_RESHAPE, x->dtype, shape, &x, 1);
+    kiln_node_derive_sym(n);
+    return n;
 }
 
 kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
@@ -66,6 +68,7 @@ kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
     kiln_node *n = kiln_node_make(g, KILN_OP_PERMUTE, x->dtype, out, &x, 1);
     for (int i = 0; i < x->shape.ndim; i++)
         n->at.perm[i] = perm[i];
+    kiln_node_derive_sym(n);
     return n;
 }
 
@@ -105,7 +108,9 @@ kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape)
                                S(x->shape, b1), S(shape, b2));
     if (kiln_shape_equal(x->shape, shape))
         return x;
-    return kiln_node_make(g, KILN_OP_BROADCAST, x->dtype, shape, &x, 1);
+    kiln_node *n = kiln_node_make(g, KILN_OP_BROADCAST, x->dtype, shape, &x, 1);
+    kiln_node_derive_sym(n);
+    return n;
 }
 
 kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
@@ -171,6 +176,7 @@ kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
     }
     kiln_node *n = kiln_node_make(g, KILN_OP_SLICE, x->dtype, out, &x, 1);
     memcpy(n->at.lo, lo, sizeof lo);
+    kiln_node_derive_sym(n);
     return n;
 }
 
@@ -203,6 +209,7 @@ kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
     kiln_node *n = kiln_node_make(g, KILN_OP_PAD, x->dtype, out, &x, 1);
     memcpy(n->at.lo, lo, (size_t)x->shape.ndim * sizeof *lo);
     n->at.value = value;
+    kiln_node_derive_sym(n);
     return n;
 }
 
@@ -242,5 +249,6 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
     }
     kiln_node *r = kiln_node_make(g, KILN_OP_CONCAT, xs[0]->dtype, out, xs, n);
     r->at.axis = ax;
+    kiln_node_derive_sym(r);
     return r;
 }

@@ -37,6 +37,7 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
     kiln_node *n = kiln_node_make(g, op, x->dtype, out, &x, 1);
     n->at.axes = axes;
     n->at.keepdims = keepdims != 0;
+    kiln_node_derive_sym(n);
     return n;
 }
 
@@ -70,10 +71,8 @@ kiln_node *kiln_mean(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims)
         kiln_reduce_op(g, KILN_OP_SUM, x, axes, keepdims, "kiln_mean");
     if (s->op == KILN_OP_ERROR)
         return s;
-    int64_t outn = kiln_shape_numel(s->shape);
-    int64_t count = outn ? kiln_shape_numel(x->shape) / outn : 1;
     return kiln_binary_op(g, KILN_OP_MUL, s,
-                          kiln_scalar(g, count ? 1.0f / (float)count : NAN));
+                          kiln_count_scalar(g, x->shape, s->at.axes, 1, 1));
 }
 
 kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis)
@@ -111,5 +110,7 @@ kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s)
         axes ? kiln_reduce_op(g, KILN_OP_SUM, x, axes, 1, "grad") : x;
     if (kiln_shape_equal(r->shape, s))
         return r;
-    return kiln_node_make(g, KILN_OP_RESHAPE, r->dtype, s, &r, 1);
+    kiln_node *n = kiln_node_make(g, KILN_OP_RESHAPE, r->dtype, s, &r, 1);
+    kiln_node_derive_sym(n);
+    return n;
 }

@@ -182,8 +182,6 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
     *loss = *dlogits = &g->poison;
     if (!check_scores_labels(g, fn, probs, labels, "probs"))
         return g->status;
-    int64_t n = probs->shape.d[0];
-    float inv = n ? 1.0f / (float)n : NAN; /* the mean of no rows */
     kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
     if (oh->op == KILN_OP_ONEHOT)
         oh->at.strict = 1; /* a label outside [0, C) is a run-time error */
@@ -192,8 +190,11 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
     kiln_node *target =
         kiln_sum(g, kiln_select(g, oh, probs, kiln_scalar(g, 0.0f)), 2u, 0);
     kiln_node *picked = kiln_sum(g, kiln_log(g, target), KILN_ALL_AXES, 0);
-    kiln_node *l = kiln_scale(g, picked, -inv);
-    kiln_node *d = kiln_scale(g, kiln_sub(g, probs, oh), inv);
+    /* 1 / N, NaN for the mean of no rows, re-derived at each batch size */
+    kiln_node *l =
+        kiln_mul(g, picked, kiln_count_scalar(g, probs->shape, 1u, -1, 1));
+    kiln_node *d = kiln_mul(g, kiln_sub(g, probs, oh),
+                            kiln_count_scalar(g, probs->shape, 1u, 1, 1));
     if (g->status == KILN_OK) {
         *loss = l;
         *dlogits = d;
@@ -224,7 +225,7 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
     if (reduction == KILN_REDUCE_MEAN)
         return mean;
     /* The mean of no rows is NaN, but their sum is 0. */
-    return n ? kiln_scale(g, mean, (float)n)
+    return n ? kiln_mul(g, mean, kiln_count_scalar(g, logits->shape, 1u, 1, 0))
              : kiln_sum(g, logits, KILN_ALL_AXES, 0);
 }
 
