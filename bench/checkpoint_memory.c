@@ -56,7 +56,7 @@ static result run(kiln_session *s, kiln_graph *g, const cfg *c,
     result res;
     double t0 = now_s();
     kiln_graph_clear(g);
-    kiln_graph_set_checkpointing(g, checkpointing);
+    kiln_session_set_checkpointing(s, g, checkpointing);
     kiln_node *h = kiln_input(g, "x", KILN_F32, KILN_SHAPE(c->batch, c->width));
     kiln_node *w0 = NULL;
     kiln_status st = kiln_feed(s, h, c->x);
@@ -82,8 +82,8 @@ static result run(kiln_session *s, kiln_graph *g, const cfg *c,
         exit(2);
     }
     res.seconds = now_s() - t0;
-    kiln_graph_workspace_stats(g, &res.ws);
-    res.grad0 = kiln_node_grad_f32(w0)[0];
+    kiln_session_workspace_stats(s, g, &res.ws);
+    res.grad0 = kiln_node_grad_f32(s, w0)[0];
     return res;
 }
 

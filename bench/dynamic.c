@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     kiln_set_num_threads(1);
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    check(kiln_graph_reserve_workspace_mb(g, 64), s, "reserve");
+    check(kiln_session_reserve_workspace_mb(s, g, 64), s, "reserve");
     int n = chain ? atoi(argv[2]) : 0;
     mlp_cfg cfg = {0};
     if (mlp) {

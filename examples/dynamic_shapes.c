@@ -51,8 +51,8 @@ int main(int argc, char **argv)
     kiln_rng_seed(&rng, 2026);
     kiln_set_logging_level(
         KILN_LOGGING_WARN); /* quiet, but say if the workspace grows */
-    if (kiln_graph_reserve_workspace_mb(g, 4) != KILN_OK)
-        return fail(s, kiln_last_error());
+    if (kiln_session_reserve_workspace_mb(s, g, 4) != KILN_OK)
+        return fail(s, "reserve");
     kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);
     o.lr = 0.01f;
     kiln_optimizer *opt = kiln_optimizer_new(s, &o);
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         if (st != KILN_OK)
             return fail(s, "step");
 
-        window += kiln_node_value_f32(loss)[0];
+        window += kiln_node_value_f32(s, loss)[0];
         if (step % 50 == 0) {
             printf("%4d  %3d  %5d  %.5f\n", step, len, batch, window / 50);
             if (first_window < 0)

@@ -74,7 +74,7 @@ static int train_with(kiln_optim_kind kind, const char *name, float lr,
         kiln_node *x, *loss = build_loss(graph, &x);
         if (kiln_backprop(s, graph, loss) != KILN_OK)
             return fail(s, "backprop");
-        loss_v = kiln_node_value_f32(loss)[0];
+        loss_v = kiln_node_value_f32(s, loss)[0];
         if (kiln_optimizer_update(opt, graph) != KILN_OK)
             return fail(s, "update");
     }
@@ -111,7 +111,7 @@ static int checkpointing_demo(kiln_session *s, kiln_graph *graph)
     size_t peak[2];
     for (int c = 0; c < 2; c++) {
         kiln_graph_clear(graph);
-        kiln_graph_set_checkpointing(graph, c);
+        kiln_session_set_checkpointing(s, graph, c);
         kiln_node *w0, *loss = build_deep(graph, c ? 4 : 0, &w0);
         if (kiln_backprop(s, graph, loss) != KILN_OK)
             return fail(s, "checkpointed backprop");
@@ -122,7 +122,7 @@ static int checkpointing_demo(kiln_session *s, kiln_graph *graph)
         memcpy(grads[c], kiln_tensor_f32(g0), 64 * 64 * sizeof(float));
         kiln_tensor_free(g0);
         kiln_workspace_stats ws;
-        kiln_graph_workspace_stats(graph, &ws);
+        kiln_session_workspace_stats(s, graph, &ws);
         peak[c] = ws.peak;
     }
     int same = memcmp(grads[0], grads[1], 64 * 64 * sizeof(float)) == 0;
@@ -130,7 +130,7 @@ static int checkpointing_demo(kiln_session *s, kiln_graph *graph)
            same ? "identical" : "DIFFER", peak[0] >> 10, peak[1] >> 10);
     free(grads[0]);
     free(grads[1]);
-    kiln_graph_set_checkpointing(graph, 0);
+    kiln_session_set_checkpointing(s, graph, 0);
     return same ? 0 : 1;
 }
 
@@ -140,8 +140,8 @@ int main(void)
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *graph = kiln_graph_new();
     /* Marian: graph->setDevice({0, DeviceType::cpu}); reserveWorkspaceMB(8) */
-    if (kiln_graph_reserve_workspace_mb(graph, 8) != KILN_OK)
-        return fail(s, kiln_last_error());
+    if (kiln_session_reserve_workspace_mb(s, graph, 8) != KILN_OK)
+        return fail(s, "reserve");
 
     /* 1. Constants only; the layout is printed before the computation. */
     kiln_node *x = kiln_scalar(graph, 2.0f);
@@ -151,7 +151,7 @@ int main(void)
     kiln_graph_write_dot(graph, stdout);
     if (kiln_forward(s, graph) != KILN_OK)
         return fail(s, "forward");
-    printf("z=%.4f\n", kiln_node_value_f32(z)[0]);
+    printf("z=%.4f\n", kiln_node_value_f32(s, z)[0]);
 
     /* 2. x becomes a parameter, marked for debugging; backward gives dz/dx. */
     kiln_graph_clear(graph);
@@ -160,15 +160,15 @@ int main(void)
     kiln_node *zs = kiln_sum(graph, z, KILN_ALL_AXES, 0);
     if (kiln_backprop(s, graph, zs) != KILN_OK)
         return fail(s, "backprop");
-    printf("z=%.4f\n", kiln_node_value_f32(z)[0]);
-    printf("dz/dx=%.5f\n", kiln_node_grad_f32(x)[0]);
+    printf("z=%.4f\n", kiln_node_value_f32(s, z)[0]);
+    printf("dz/dx=%.5f\n", kiln_node_grad_f32(s, x)[0]);
 
     /* 3. The loss |6 - z| and one Sgd update with learning rate 0.005. */
     kiln_graph_clear(graph);
     kiln_node *loss = build_loss(graph, &x);
     if (kiln_backprop(s, graph, loss) != KILN_OK)
         return fail(s, "backprop");
-    printf("loss=%.4f\n", kiln_node_value_f32(loss)[0]);
+    printf("loss=%.4f\n", kiln_node_value_f32(s, loss)[0]);
     kiln_optim_options sgd = kiln_optim_defaults(KILN_SGD);
     sgd.lr = 0.005f;
     kiln_optimizer *opt = kiln_optimizer_new(s, &sgd);

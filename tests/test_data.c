@@ -201,12 +201,12 @@ static void test_nll_with_softmax_grad(void **state)
             sum += exp(z[r * 3 + c]);
         want += -(z[r * 3 + lab[r]] - log(sum)) / 2;
     }
-    assert_true(fabs(kiln_node_value_f32(loss)[0] - want) < 1e-5);
-    assert_true(fabs(kiln_node_value_f32(ce)[0] - want) < 1e-5);
-    assert_true(fabs(kiln_node_value_f32(ce_sum)[0] - 2 * want) < 1e-5);
+    assert_true(fabs(kiln_node_value_f32(s, loss)[0] - want) < 1e-5);
+    assert_true(fabs(kiln_node_value_f32(s, ce)[0] - want) < 1e-5);
+    assert_true(fabs(kiln_node_value_f32(s, ce_sum)[0] - 2 * want) < 1e-5);
     for (int i = 0; i < 6; i++)
-        assert_true(fabs(kiln_node_value_f32(dlogits)[i] -
-                         kiln_node_value_f32(auto_grad)[i]) < 1e-6);
+        assert_true(fabs(kiln_node_value_f32(s, dlogits)[i] -
+                         kiln_node_value_f32(s, auto_grad)[i]) < 1e-6);
     /* bad labels dtype: both outputs poisoned, error names the op */
     kiln_node *flab = kiln_fill(g, KILN_SHAPE(2), 0);
     assert_int_equal(

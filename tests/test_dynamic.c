@@ -75,7 +75,8 @@ static float run_mlp(kiln_session *s, kiln_graph *g, int checkpointing,
                      int every, kiln_tensor **grads, mlp *out)
 {
     kiln_graph_clear(g);
-    assert_int_equal(kiln_graph_set_checkpointing(g, checkpointing), KILN_OK);
+    assert_int_equal(kiln_session_set_checkpointing(s, g, checkpointing),
+                     KILN_OK);
     mlp m = build_mlp(g, every);
     kiln_tensor *xt = mlp_input();
     assert_int_equal(kiln_feed(s, m.x, xt), KILN_OK);
@@ -87,7 +88,7 @@ static float run_mlp(kiln_session *s, kiln_graph *g, int checkpointing,
     }
     if (out)
         *out = m;
-    return kiln_node_value_f32(m.loss)[0];
+    return kiln_node_value_f32(s, m.loss)[0];
 }
 
 /* ------------------------------------------------------------ checkpointing */
@@ -101,10 +102,10 @@ static void test_checkpoint_gradients_identical(void **state)
     kiln_workspace_stats ws_plain, ws_ckpt;
     mlp m;
     float l0 = run_mlp(s, g, 0, 0, plain, NULL);
-    kiln_graph_workspace_stats(g, &ws_plain);
+    kiln_session_workspace_stats(s, g, &ws_plain);
     for (int every = 1; every <= 4; every++) {
         float l1 = run_mlp(s, g, 1, every, ckpt, &m);
-        kiln_graph_workspace_stats(g, &ws_ckpt);
+        kiln_session_workspace_stats(s, g, &ws_ckpt);
         assert_memory_equal(&l0, &l1, sizeof l0);
         for (int i = 0; i < 2 * LAYERS; i++) {
             assert_memory_equal(kiln_tensor_data(plain[i]),
@@ -134,7 +135,7 @@ static void test_checkpoint_gradients_identical(void **state)
     }
     assert_int_equal(kiln_node_is_checkpoint(NULL), 0);
     assert_null(kiln_checkpoint(NULL));
-    assert_int_equal(kiln_graph_set_checkpointing(NULL, 1), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_set_checkpointing(s, NULL, 1), KILN_ERR_ARG);
     kiln_graph_free(g);
     kiln_session_free(s);
 }
@@ -174,11 +175,12 @@ static void test_workspace_strict(void **state)
     kiln_set_logging_callback(capture, &cap);
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    assert_int_equal(kiln_graph_set_workspace_strict(g, 1), KILN_ERR_STATE);
-    assert_int_equal(kiln_graph_reserve_workspace_mb(g, 0), KILN_ERR_ARG);
-    assert_int_equal(kiln_graph_reserve_workspace_mb(g, 1), KILN_OK);
+    assert_int_equal(kiln_session_set_workspace_strict(s, g, 1),
+                     KILN_ERR_STATE);
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, g, 0), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, g, 1), KILN_OK);
     assert_non_null(strstr(cap.text, "[memory] Reserving 1 MB, device cpu0"));
-    assert_int_equal(kiln_graph_set_workspace_strict(g, 1), KILN_OK);
+    assert_int_equal(kiln_session_set_workspace_strict(s, g, 1), KILN_OK);
     /* 256 kB per value: four products fill 1 MB, the fifth does not fit */
     kiln_node *a = kiln_fill(g, KILN_SHAPE(256, 256), 0.5f);
     kiln_node *h = a;
@@ -192,19 +194,20 @@ static void test_workspace_strict(void **state)
     if (!strstr(err, "'fifth'"))
         fail_msg("%s", err);
     /* a failed reservation change while values are held */
-    assert_int_equal(kiln_graph_reserve_workspace_mb(g, 2), KILN_ERR_STATE);
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, g, 2),
+                     KILN_ERR_STATE);
     /* after a clear, a graph that fits runs, and the reservation stays */
     kiln_graph_clear(g);
     a = kiln_fill(g, KILN_SHAPE(64, 64), 0.5f);
     h = kiln_matmul(g, a, a, 0, 0);
     assert_int_equal(kiln_forward(s, g), KILN_OK);
     kiln_workspace_stats ws;
-    assert_int_equal(kiln_graph_workspace_stats(g, &ws), KILN_OK);
+    assert_int_equal(kiln_session_workspace_stats(s, g, &ws), KILN_OK);
     assert_int_equal(ws.reserved, 1 << 20);
     assert_true(ws.used > 0 && ws.used <= ws.reserved && ws.peak >= ws.live);
     /* not strict: the workspace grows and says so */
     kiln_graph_clear(g);
-    assert_int_equal(kiln_graph_set_workspace_strict(g, 0), KILN_OK);
+    assert_int_equal(kiln_session_set_workspace_strict(s, g, 0), KILN_OK);
     cap.text[0] = 0;
     a = kiln_fill(g, KILN_SHAPE(256, 256), 0.5f);
     h = a;
@@ -213,8 +216,9 @@ static void test_workspace_strict(void **state)
     assert_int_equal(kiln_forward(s, g), KILN_OK);
     assert_non_null(
         strstr(cap.text, "[warn] [memory] Extending reserved space to"));
-    assert_int_equal(kiln_graph_workspace_stats(NULL, &ws), KILN_ERR_ARG);
-    assert_int_equal(kiln_graph_reserve_workspace_mb(NULL, 1), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_workspace_stats(s, NULL, &ws), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, NULL, 1),
+                     KILN_ERR_ARG);
     kiln_set_logging_callback(NULL, NULL);
     kiln_graph_free(g);
     kiln_session_free(s);
@@ -227,8 +231,8 @@ static void test_check_finite(void **state)
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
     kiln_graph *g = kiln_graph_new();
-    assert_int_equal(kiln_graph_set_check_finite(NULL, 1), KILN_ERR_ARG);
-    assert_int_equal(kiln_graph_set_check_finite(g, 1), KILN_OK);
+    assert_int_equal(kiln_session_set_check_finite(s, NULL, 1), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_set_check_finite(s, g, 1), KILN_OK);
     kiln_node *x =
         kiln_variable(g, "x", KILN_F32, KILN_SHAPE(2), kiln_init_value(-1.0));
     kiln_node *y = kiln_sub(g, x, kiln_scalar(g, 1.0f));
@@ -244,7 +248,7 @@ static void test_check_finite(void **state)
     assert_non_null(strstr(err, "nan at element 0"));
     assert_non_null(strstr(err, "= sub("));
     assert_non_null(strstr(err, "in [-2, -2]"));
-    assert_null(kiln_node_value_f32(z)); /* stopped before the next node */
+    assert_null(kiln_node_value_f32(s, z)); /* stopped before the next node */
 
     /* the gradient of sqrt at 0 is infinite: backward names it */
     kiln_graph_clear(g);
@@ -346,7 +350,7 @@ static void test_params_and_trainable(void **state)
         if (step == 0)
             assert_int_equal(kiln_session_set_trainable(s, "b", 0), KILN_OK);
         else
-            assert_null(kiln_node_grad_f32(b)); /* frozen: no gradient */
+            assert_null(kiln_node_grad_f32(s, b)); /* frozen: no gradient */
     }
     /* w moved twice, b once (before it was frozen) */
     kiln_param_info info;
@@ -545,11 +549,11 @@ static void test_rebuild_varying_batch(void **state)
         assert_int_equal(kiln_feed(s, y, yt), KILN_OK);
         assert_int_equal(kiln_backprop(s, g, loss), KILN_OK);
         assert_int_equal(kiln_sgd_step(s, g, 0.2f), KILN_OK);
-        float l = kiln_node_value_f32(loss)[0];
+        float l = kiln_node_value_f32(s, loss)[0];
         if (step == 0) {
             first = l;
             kiln_workspace_stats ws;
-            kiln_graph_workspace_stats(g, &ws);
+            kiln_session_workspace_stats(s, g, &ws);
             reserved_after_first = ws.reserved;
         }
         last = l;
@@ -557,7 +561,7 @@ static void test_rebuild_varying_batch(void **state)
         kiln_tensor_free(yt);
     }
     kiln_workspace_stats ws;
-    kiln_graph_workspace_stats(g, &ws);
+    kiln_session_workspace_stats(s, g, &ws);
     assert_int_equal(ws.reserved, reserved_after_first);
     assert_int_equal(kiln_session_num_variables(s), 1);
     assert_true(last < first * 1e-3f);

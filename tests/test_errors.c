@@ -1382,8 +1382,8 @@ static void test_node_introspection_null(void **state)
     assert_null(kiln_node_set_trainable(NULL, 1));
     assert_int_equal(kiln_node_trainable(NULL), 0);
     assert_null(kiln_debug(NULL, "msg"));
-    assert_null(kiln_node_value_f32(NULL));
-    assert_null(kiln_node_grad_f32(NULL));
+    assert_null(kiln_node_value_f32(NULL, NULL));
+    assert_null(kiln_node_grad_f32(NULL, NULL));
 
     kiln_graph *g = kiln_graph_new();
     kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2));
@@ -1769,8 +1769,8 @@ static void test_dynamic_errors(void **state)
         "kiln_backward: loss %3 has no value: run kiln_forward first");
     assert_int_equal(kiln_sgd_step(s, g, 0.1f), KILN_ERR_STATE);
     assert_contains(kiln_session_error(s), "kiln_sgd_step: no gradients");
-    assert_null(kiln_node_value_f32(h));
-    assert_null(kiln_node_grad_f32(w));
+    assert_null(kiln_node_value_f32(s, h));
+    assert_null(kiln_node_grad_f32(s, w));
 
     /* unfed input */
     assert_int_equal(kiln_forward(s, g), KILN_ERR_STATE);
@@ -1876,7 +1876,7 @@ static void test_clear_after_backward(void **state)
     loss = kiln_sum(g, w, KILN_ALL_AXES, 0);
     assert_null(kiln_node_grad(s, w)); /* no backward on the new graph yet */
     assert_int_equal(kiln_forward(s, g), KILN_OK);
-    assert_float_equal(kiln_node_value_f32(loss)[0], 3.0f, 1e-6);
+    assert_float_equal(kiln_node_value_f32(s, loss)[0], 3.0f, 1e-6);
     assert_int_equal(kiln_sgd_step(s, g, 0.1f), KILN_ERR_STATE);
     kiln_tensor_free(t);
     kiln_graph_free(g);

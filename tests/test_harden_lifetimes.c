@@ -1,8 +1,8 @@
 /* Lifetimes and stale state from legal call sequences (issue 9): a dynamic
-   graph run with a second session, checkpointing switched off between
-   backward passes, front-end objects outliving their session, node
-   pointers kept across kiln_graph_clear, feeding after forward, streams
-   bound twice, two updates of one variable in one function and two
+   graph run with a second session (each keeps its own run state), checkpointing
+   switched off between backward passes, front-end objects outliving their
+   session, node pointers kept across kiln_graph_clear, feeding after forward,
+   streams bound twice, two updates of one variable in one function and two
    optimiser kinds sharing their step state.  Memory errors among these
    are caught by the ASan build. */
 #include "test_helpers.h"
@@ -79,7 +79,8 @@ static void expect_error(const char *got, const char *needle)
 /* ------------------------------------------------------------ sessions */
 
 /* A graph run with s1, s1 freed, then run with s2: s2's variables are
-   used and trained, nothing points into s1's freed storage. */
+   used and trained, nothing points into s1's freed storage, and s2 starts
+   from nothing of s1's (not even its fed input). */
 static void test_graph_second_session_after_free(void **state)
 {
     (void)state;
@@ -89,13 +90,15 @@ static void test_graph_second_session_after_free(void **state)
     feed3(s1, m.x, X0);
     sgd_step(s1, g, &m, 4.5f);
     kiln_session_free(s1);
-    /* the values belonged to s1: gone with it, not dangling */
-    assert_null(kiln_node_value_f32(m.w));
-    assert_null(kiln_node_value_f32(m.loss));
-    assert_null(kiln_node_grad_f32(m.w));
 
     kiln_session *s2 = kiln_session_new(NULL);
-    sgd_step(s2, g, &m, 4.5f); /* the fed input is kept */
+    assert_null(kiln_node_value_f32(s2, m.w));
+    assert_null(kiln_node_value_f32(s2, m.loss));
+    assert_null(kiln_node_grad_f32(s2, m.w));
+    assert_int_equal(kiln_forward(s2, g), KILN_ERR_STATE);
+    expect_error(kiln_session_error(s2), "input 'x' (%0) was not fed");
+    feed3(s2, m.x, X0);
+    sgd_step(s2, g, &m, 4.5f);
     float w[3], want[3], loss;
     read3(s2, "W", w);
     after_steps(1, want, &loss);
@@ -124,10 +127,13 @@ static void test_graph_two_live_sessions(void **state)
         kiln_session *first = order ? s2 : s1, *second = order ? s1 : s2;
         float w[3], want[3], loss1, loss2;
         feed3(first, m.x, X0);
+        feed3(second, m.x, X0);
         after_steps(1, want, &loss1);
         after_steps(2, want, &loss2);
         sgd_step(first, g, &m, 4.5f);
         sgd_step(second, g, &m, 4.5f);
+        /* feeding makes first's next forward recompute, with its W */
+        feed3(first, m.x, X0);
         sgd_step(first, g, &m, loss1);
         /* first took two steps, second one */
         read3(first, "W", w);
@@ -142,8 +148,9 @@ static void test_graph_two_live_sessions(void **state)
     }
 }
 
-/* Reading results, backward and updates with a session other than the one
-   the graph last ran with are refused; the graph then runs with it. */
+/* Results are the session's: reading values or gradients, backward and
+   updates with a session that did not run the graph are refused, and
+   leave the results of the one that did alone. */
 static void test_graph_other_session_refused(void **state)
 {
     (void)state;
@@ -154,26 +161,29 @@ static void test_graph_other_session_refused(void **state)
     feed3(s1, m.x, X0);
     assert_int_equal(kiln_backprop(s1, g, m.loss), KILN_OK);
     assert_null(kiln_node_value(s2, m.loss));
-    expect_error(kiln_session_error(s2), "another session");
+    expect_error(kiln_session_error(s2), "has no value: run kiln_forward");
+    assert_null(kiln_node_value_f32(s2, m.loss));
     assert_null(kiln_node_grad(s2, m.w));
-    expect_error(kiln_session_error(s2), "another session");
+    expect_error(kiln_session_error(s2), "has no gradient: run kiln_backward");
+    assert_null(kiln_node_grad_f32(s2, m.w));
     assert_int_equal(kiln_backward(s2, g, m.loss), KILN_ERR_STATE);
-    expect_error(kiln_session_error(s2), "another session");
+    expect_error(kiln_session_error(s2), "has no value: run kiln_forward");
     assert_int_equal(kiln_sgd_step(s2, g, 0.1f), KILN_ERR_STATE);
-    expect_error(kiln_session_error(s2), "another session");
+    expect_error(kiln_session_error(s2), "no gradients: run kiln_backward");
     kiln_optim_options oo = kiln_optim_defaults(KILN_SGD);
     kiln_optimizer *o2 = kiln_optimizer_new(s2, &oo);
     assert_non_null(o2);
     assert_int_equal(kiln_optimizer_update(o2, g), KILN_ERR_STATE);
-    expect_error(kiln_session_error(s2), "another session");
+    expect_error(kiln_session_error(s2), "no gradients: run kiln_backward");
     /* nothing of s1 was changed by the refusals */
     float w[3];
     read3(s1, "W", w);
     th_assert_close_f("W of s1", w, W0, 3, 0, 0);
     /* s1's results are still there */
-    const float *l = kiln_node_value_f32(m.loss);
+    const float *l = kiln_node_value_f32(s1, m.loss);
     assert_non_null(l);
     assert_float_equal(l[0], 4.5f, 1e-6);
+    th_assert_close_f("grad in s1", kiln_node_grad_f32(s1, m.w), X0, 3, 0, 0);
     kiln_optimizer_free(o2);
     kiln_session_free(s2);
     kiln_session_free(s1);
@@ -198,6 +208,7 @@ static void test_freeze_stays_in_its_session(void **state)
     float w[3], want[3], loss;
     read3(s1, "W", w);
     th_assert_close_f("frozen W of s1", w, W0, 3, 0, 0);
+    feed3(s2, m.x, X0);
     sgd_step(s2, g, &m, 4.5f);
     read3(s2, "W", w);
     after_steps(1, want, &loss);
@@ -208,6 +219,7 @@ static void test_freeze_stays_in_its_session(void **state)
                      KILN_OK);
     assert_int_equal(info.trainable, 1);
     /* and back to s1: still frozen there */
+    feed3(s1, m.x, X0);
     sgd_step(s1, g, &m, 4.5f);
     read3(s1, "W", w);
     th_assert_close_f("frozen W of s1 again", w, W0, 3, 0, 0);
@@ -261,7 +273,8 @@ static void chain_grads(int checkpointing, kiln_tensor **grads)
     kiln_session *s = kiln_session_new(&so);
     kiln_graph *g = kiln_graph_new();
     kiln_node *x, *vars[DEPTH];
-    assert_int_equal(kiln_graph_set_checkpointing(g, checkpointing), KILN_OK);
+    assert_int_equal(kiln_session_set_checkpointing(s, g, checkpointing),
+                     KILN_OK);
     kiln_node *loss = build_chain(g, &x, vars);
     th_assert_graph_ok(g);
     kiln_rng r;
@@ -272,7 +285,7 @@ static void chain_grads(int checkpointing, kiln_tensor **grads)
     assert_int_equal(kiln_backprop(s, g, loss), KILN_OK);
     if (checkpointing) {
         /* off now: the next backward needs the released values again */
-        assert_int_equal(kiln_graph_set_checkpointing(g, 0), KILN_OK);
+        assert_int_equal(kiln_session_set_checkpointing(s, g, 0), KILN_OK);
         if (kiln_backward(s, g, loss) != KILN_OK)
             fail_msg("second backward: %s", kiln_session_error(s));
     }
@@ -452,12 +465,12 @@ static void test_stale_node_refused_at_run_time(void **state)
     linear old = build_linear(g);
     feed3(s, old.x, X0);
     assert_int_equal(kiln_backprop(s, g, old.loss), KILN_OK);
-    assert_non_null(kiln_node_value_f32(old.loss));
+    assert_non_null(kiln_node_value_f32(s, old.loss));
     kiln_graph_clear(g);
     linear m = build_linear(g); /* the same ids as before */
-    assert_null(kiln_node_value_f32(old.loss));
-    assert_null(kiln_node_value_f32(old.w));
-    assert_null(kiln_node_grad_f32(old.w));
+    assert_null(kiln_node_value_f32(s, old.loss));
+    assert_null(kiln_node_value_f32(s, old.w));
+    assert_null(kiln_node_grad_f32(s, old.w));
     assert_string_equal(kiln_node_name(old.w), "");
     assert_null(kiln_node_input(old.loss, 0));
 
@@ -477,7 +490,7 @@ static void test_stale_node_refused_at_run_time(void **state)
     expect_error(kiln_session_error(s), "built before kiln_graph_clear");
     /* the new nodes work */
     assert_int_equal(kiln_backward(s, g, m.loss), KILN_OK);
-    assert_float_equal(kiln_node_value_f32(m.loss)[0], 4.5f, 1e-6);
+    assert_float_equal(kiln_node_value_f32(s, m.loss)[0], 4.5f, 1e-6);
     /* marking a stale node is an error of the graph, not a write into it */
     th_assert_graph_ok(g);
     kiln_checkpoint(old.loss);
@@ -504,29 +517,29 @@ static void test_feed_after_forward_recomputes(void **state)
     const float a[3] = {1, 2, 3}, b[3] = {-4, 5, 0.5f};
     feed3(s, x, a);
     assert_int_equal(kiln_forward(s, g), KILN_OK);
-    assert_float_equal(kiln_node_value_f32(total)[0], 12.0f, 0);
+    assert_float_equal(kiln_node_value_f32(s, total)[0], 12.0f, 0);
     feed3(s, x, b);
     /* stale until the next forward */
-    assert_null(kiln_node_value_f32(y));
+    assert_null(kiln_node_value_f32(s, y));
     assert_null(kiln_node_value(s, total));
     expect_error(kiln_session_error(s), "kiln_forward");
     assert_int_equal(kiln_forward(s, g), KILN_OK);
-    const float *yv = kiln_node_value_f32(y);
+    const float *yv = kiln_node_value_f32(s, y);
     assert_non_null(yv);
     for (int i = 0; i < 3; i++)
         assert_float_equal(yv[i], 2 * b[i], 0);
-    assert_float_equal(kiln_node_value_f32(total)[0], 3.0f, 0);
-    assert_float_equal(kiln_node_value_f32(before)[0], 1.5f, 1e-6);
+    assert_float_equal(kiln_node_value_f32(s, total)[0], 3.0f, 0);
+    assert_float_equal(kiln_node_value_f32(s, before)[0], 1.5f, 1e-6);
 
     kiln_workspace_stats st0, st1;
-    assert_int_equal(kiln_graph_workspace_stats(g, &st0), KILN_OK);
+    assert_int_equal(kiln_session_workspace_stats(s, g, &st0), KILN_OK);
     for (int k = 0; k < 20; k++) {
         float v[3] = {(float)k, 1, 1};
         feed3(s, x, v);
         assert_int_equal(kiln_forward(s, g), KILN_OK);
-        assert_float_equal(kiln_node_value_f32(total)[0], 2.0f * (k + 2), 0);
+        assert_float_equal(kiln_node_value_f32(s, total)[0], 2.0f * (k + 2), 0);
     }
-    assert_int_equal(kiln_graph_workspace_stats(g, &st1), KILN_OK);
+    assert_int_equal(kiln_session_workspace_stats(s, g, &st1), KILN_OK);
     assert_true(st1.used == st0.used);
     kiln_graph_free(g);
     kiln_session_free(s);
@@ -541,16 +554,16 @@ static void test_feed_after_backward_recomputes_gradients(void **state)
     linear m = build_linear(g);
     feed3(s, m.x, X0);
     assert_int_equal(kiln_backprop(s, g, m.loss), KILN_OK);
-    th_assert_close_f("grad", kiln_node_grad_f32(m.w), X0, 3, 0, 0);
+    th_assert_close_f("grad", kiln_node_grad_f32(s, m.w), X0, 3, 0, 0);
     const float x1[3] = {3, 4, 5};
     feed3(s, m.x, x1);
     assert_null(kiln_node_grad(s, m.w));
     expect_error(kiln_session_error(s), "kiln_forward");
     assert_int_equal(kiln_sgd_step(s, g, 0.1f), KILN_ERR_STATE);
     assert_int_equal(kiln_forward(s, g), KILN_OK);
-    th_assert_close_f("grad after refeed", kiln_node_grad_f32(m.w), x1, 3, 0,
+    th_assert_close_f("grad after refeed", kiln_node_grad_f32(s, m.w), x1, 3, 0,
                       0);
-    assert_float_equal(kiln_node_value_f32(m.loss)[0], 3 + 8 + 15, 0);
+    assert_float_equal(kiln_node_value_f32(s, m.loss)[0], 3 + 8 + 15, 0);
     kiln_graph_free(g);
     kiln_session_free(s);
 }

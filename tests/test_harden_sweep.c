@@ -68,14 +68,14 @@ static void test_null_objects_set_last_error(void **state)
          "graph is NULL");
     CASE(kiln_graph_write_dot(g, NULL), "kiln_graph_write_dot",
          "stream is NULL");
-    CASE(kiln_graph_workspace_stats(NULL, &ws), "kiln_graph_workspace_stats",
-         "graph is NULL");
-    CASE(kiln_graph_workspace_stats(g, NULL), "kiln_graph_workspace_stats",
-         "stats is NULL");
-    CASE(kiln_graph_set_checkpointing(NULL, 1), "kiln_graph_set_checkpointing",
-         "graph is NULL");
-    CASE(kiln_graph_set_check_finite(NULL, 1), "kiln_graph_set_check_finite",
-         "graph is NULL");
+    CASE(kiln_session_workspace_stats(NULL, g, &ws),
+         "kiln_session_workspace_stats", "session is NULL");
+    CASE(kiln_session_reserve_workspace_mb(NULL, g, 1),
+         "kiln_session_reserve_workspace_mb", "session is NULL");
+    CASE(kiln_session_set_checkpointing(NULL, g, 1),
+         "kiln_session_set_checkpointing", "session is NULL");
+    CASE(kiln_session_set_check_finite(NULL, g, 1),
+         "kiln_session_set_check_finite", "session is NULL");
     CASE(kiln_grads(NULL, NULL, NULL, NULL, 0, NULL), "kiln_grads",
          "graph is NULL");
     CASE(kiln_nll_loss_with_softmax_grad(NULL, NULL, NULL, NULL, NULL),

@@ -129,7 +129,7 @@ static void run_dynamic(job *j, kiln_session *s, kiln_tensor *xt,
             kiln_optimizer_update(opt, g) != KILN_OK)
             job_fail(j, "dynamic step", kiln_session_error(s));
         else
-            j->loss[step] = kiln_node_value_f32(loss)[0];
+            j->loss[step] = kiln_node_value_f32(s, loss)[0];
     }
     kiln_optimizer_free(opt);
     kiln_graph_free(g);
@@ -401,7 +401,7 @@ static void test_session_threads_option(void **state)
     kiln_node *y = kiln_matmul(g, x, x, 0, 0);
     assert_int_equal(kiln_forward(s2, g), KILN_OK);
     assert_int_equal(kiln_par_last_shares(), 2);
-    assert_true(kiln_node_value_f32(y)[0] == 128.0f);
+    assert_true(kiln_node_value_f32(s2, y)[0] == 128.0f);
     kiln_graph_free(g);
     kiln_session_free(s1);
     kiln_session_free(s2);

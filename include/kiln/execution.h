@@ -22,8 +22,8 @@ typedef struct kiln_session_options {
 kiln_session *kiln_session_new(const kiln_session_options *opt);
 /* Threads the session's runs split kernels over (0 for NULL). */
 int kiln_session_threads(const kiln_session *s);
-/* Frees the session, its variables and its functions.  Graphs run with it
-   drop their values (kiln_node_value_f32 gives NULL); computations,
+/* Frees the session, its variables, its functions and its run state of
+   every graph it ran (their values and gradients); computations,
    programs and optimisers on it then fail with KILN_ERR_STATE, so each may
    be freed before or after it.  NULL is a no-op. */
 void kiln_session_free(kiln_session *s);
@@ -192,11 +192,14 @@ int kiln_function_num_kernels(const kiln_function *f);
 
 /* ---------------------------------------------- dynamic runs */
 
-/* A graph's values belong to the session it last ran with: kiln_feed or
-   kiln_forward with another session drops them (fed inputs are kept) and
-   computes with that session's variables from then on; kiln_backward,
-   kiln_node_value, kiln_node_grad, kiln_sgd_step and kiln_optimizer_update
-   with another session fail with KILN_ERR_STATE. */
+/* A graph is pure IR: running it writes nothing into it.  Each session
+   keeps its own run state of every graph it runs -- fed inputs, values,
+   gradients, the workspace and the modes below -- so several sessions can
+   run one graph, one after the other or each in its own thread, with
+   independent results, each with its own variables.  Calls that read
+   results take the session whose results they read.  Building nodes
+   (kiln_backward and kiln_optimizer_update build some) is not a run: no
+   other thread may run or build the graph meanwhile. */
 
 /* Sets the value of an input node for dynamic execution (copied).  Feeding
    an input again marks every node built after it as not computed: until the
@@ -221,11 +224,12 @@ kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss);
    session's error when not yet computed. */
 kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n);
 kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n);
-/* Pointer to the f32 value / gradient of a computed node (NULL otherwise:
-   not computed, stale after kiln_feed, built before kiln_graph_clear, or its
-   session was freed), valid until the graph is cleared. */
-const float *kiln_node_value_f32(const kiln_node *n);
-const float *kiln_node_grad_f32(const kiln_node *n);
+/* Pointer to the f32 value / gradient of a node computed by s (NULL
+   otherwise: NULL arguments, not computed by s, stale after kiln_feed,
+   built before kiln_graph_clear), valid until the graph is cleared or s is
+   freed. */
+const float *kiln_node_value_f32(kiln_session *s, const kiln_node *n);
+const float *kiln_node_grad_f32(kiln_session *s, const kiln_node *n);
 /* Plain SGD on every trainable variable of g after kiln_backward:
    v -= lr * grad.  KILN_ERR_STATE without gradients, or with gradients an
    input fed since made stale. */
@@ -233,22 +237,27 @@ kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
 
 /* ---------------------------------------------- workspace and checkpointing */
 
-/* Workspace: the memory dynamic forward and backward take their values
-   from, by bump allocation, all released at once by kiln_graph_clear.
-   Variables and optimiser state live in the session, outside it. */
+/* Workspace: the memory a session's dynamic forward and backward of one
+   graph take their values from, by bump allocation, all released at once
+   by kiln_graph_clear.  Variables and optimiser state live in the session,
+   outside it.  The settings below are the session's for that graph (kept
+   across kiln_graph_clear); errors are the session's (kiln_last_error for
+   a NULL s), KILN_ERR_ARG for NULL arguments. */
 
-/* Preallocates mb MiB of workspace for g (Marian's reserveWorkspaceMB) and
-   logs "[memory] Reserving ...".  Growth beyond it is logged as a warning,
-   or refused in strict mode.  KILN_ERR_ARG for mb 0, KILN_ERR_STATE when
-   the workspace holds values (call after kiln_graph_new or kiln_graph_clear,
-   before kiln_feed) and KILN_ERR_MEMORY when it cannot be allocated, with
-   kiln_last_error. */
-kiln_status kiln_graph_reserve_workspace_mb(kiln_graph *g, size_t mb);
+/* Preallocates mb MiB of workspace for s's runs of g (Marian's
+   reserveWorkspaceMB) and logs "[memory] Reserving ...".  Growth beyond it
+   is logged as a warning, or refused in strict mode.  KILN_ERR_ARG for mb
+   0, KILN_ERR_STATE when the workspace holds values (call before s feeds
+   or runs g, or after kiln_graph_clear) and KILN_ERR_MEMORY when it cannot
+   be allocated. */
+kiln_status kiln_session_reserve_workspace_mb(kiln_session *s, kiln_graph *g,
+                                              size_t mb);
 /* Strict mode (on != 0): a value that does not fit in the reservation makes
    kiln_feed / kiln_forward / kiln_backward fail with KILN_ERR_MEMORY and a
    message naming the node, instead of growing the workspace.  KILN_ERR_STATE
-   (kiln_last_error) when turning it on without a reservation. */
-kiln_status kiln_graph_set_workspace_strict(kiln_graph *g, int on);
+   when turning it on without a reservation. */
+kiln_status kiln_session_set_workspace_strict(kiln_session *s, kiln_graph *g,
+                                              int on);
 
 typedef struct kiln_workspace_stats {
     size_t reserved; /* bytes held by the workspace (reservation + growth) */
@@ -256,17 +265,18 @@ typedef struct kiln_workspace_stats {
     size_t live;     /* bytes of values alive now (checkpointing releases) */
     size_t peak;     /* most live bytes at once since the last clear */
 } kiln_workspace_stats;
-/* Fills st.  KILN_ERR_ARG for NULL arguments. */
-kiln_status kiln_graph_workspace_stats(const kiln_graph *g,
-                                       kiln_workspace_stats *st);
+/* Fills st for s's runs of g (zeros when s never ran g). */
+kiln_status kiln_session_workspace_stats(kiln_session *s, const kiln_graph *g,
+                                         kiln_workspace_stats *st);
 
 /* Gradient checkpointing.  Marks n (a node of any kind) as a checkpoint:
-   with checkpointing on, its value is kept through backward.  Returns n; a
-   NULL or poisoned n is returned as is. */
+   with checkpointing on, its value is kept through backward.  The mark is
+   part of the model, like its name: every session running the graph sees
+   it.  Returns n; a NULL or poisoned n is returned as is. */
 kiln_node *kiln_checkpoint(kiln_node *n);
 /* 1 when n is marked. */
 int kiln_node_is_checkpoint(const kiln_node *n);
-/* Turns checkpointing on for g (kept across kiln_graph_clear): forward
+/* Turns checkpointing on for s's runs of g: forward
    releases every value once its last consumer has run, except leaves,
    marked nodes and nodes nothing consumes (outputs); backward recomputes a
    released value, and the segment behind it back to the nearest kept
@@ -275,16 +285,18 @@ int kiln_node_is_checkpoint(const kiln_node *n);
    backward only leaves, marked nodes, the loss, outputs and the gradients of
    variables and of kiln_debug nodes keep values: kiln_node_value on a
    released node is KILN_ERR_STATE.  Turned off, later passes still
-   recompute values it released when they need them.  KILN_ERR_ARG for a
-   NULL graph. */
-kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on);
+   recompute values it released when they need them. */
+kiln_status kiln_session_set_checkpointing(kiln_session *s, kiln_graph *g,
+                                           int on);
 
-/* Check-finite mode (on != 0): kiln_forward and kiln_backward stop at the
+/* Check-finite mode (on != 0) for s's runs of g: kiln_forward and
+   kiln_backward stop at the
    first node whose value (forward) or gradient (backward) holds a NaN or an
    infinity and return KILN_ERR_NUMERIC; the session's error names the node,
    its op, shape and name, the node it is the gradient of, and its inputs
-   with their ranges.  KILN_ERR_ARG for a NULL graph. */
-kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on);
+   with their ranges. */
+kiln_status kiln_session_set_check_finite(kiln_session *s, kiln_graph *g,
+                                          int on);
 
 /* ---------------------------------------------- debugging */
 
@@ -295,9 +307,11 @@ kiln_status kiln_graph_set_check_finite(kiln_graph *g, int on);
    bytes=64 min: 2.00000000 max: 2.00000000 l2-norm: 2.00000000
      [[   2.00000000 ]]
    ("Debug Grad:" for the gradient; dimensions longer than 6 are elided
-   with "...").  The lines go to the log (callback or stderr) whatever the
-   log level, or to the debug stream when one is set.  Returns n (a NULL or
-   poisoned n as is). */
+   with "...").  Like kiln_checkpoint, the mark is part of the model: every
+   session running the graph prints it, and compiled functions keep the
+   node (no fusion through it).  The lines go to the log (callback or
+   stderr) whatever the log level, or to the debug stream when one is set.
+   Returns n (a NULL or poisoned n as is). */
 kiln_node *kiln_debug(kiln_node *n, const char *msg);
 /* Prints a tensor in the same layout, without timestamps, to out; limit 0
    omits the values.  NULL t or out prints nothing. */

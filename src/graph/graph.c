@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,85 @@ static void poison_init(kiln_graph *g)
     g->poison.gen = g->gen;
 }
 
+/* The ids of the graphs not yet freed, ascending (ids only grow).  The IR
+   keeps no pointer to the sessions that ran a graph; they ask here instead
+   whether the graph behind a run state is gone. */
+static struct {
+    pthread_mutex_t lock;
+    uint64_t last; /* the id given last; 0 is never a graph's */
+    uint64_t *ids;
+    size_t n, cap;
+} live = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int live_add(kiln_graph *g)
+{
+    int ok = 1;
+    pthread_mutex_lock(&live.lock);
+    if (live.n == live.cap) {
+        size_t cap = live.cap ? 2 * live.cap : 16;
+        uint64_t *ids = realloc(live.ids, cap * sizeof *ids);
+        if (ids) {
+            live.ids = ids;
+            live.cap = cap;
+        }
+        ok = ids != NULL;
+    }
+    if (ok)
+        live.ids[live.n++] = g->id = ++live.last;
+    pthread_mutex_unlock(&live.lock);
+    return ok;
+}
+
+/* Index of id in live.ids, or live.n; call with the lock held. */
+static size_t live_find(uint64_t id)
+{
+    size_t lo = 0, hi = live.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (live.ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < live.n && live.ids[lo] == id ? lo : live.n;
+}
+
+static void live_remove(uint64_t id)
+{
+    pthread_mutex_lock(&live.lock);
+    size_t i = live_find(id);
+    if (i < live.n) {
+        memmove(live.ids + i, live.ids + i + 1,
+                (live.n - i - 1) * sizeof *live.ids);
+        live.n--;
+    }
+    if (live.n == 0) { /* nothing left for a leak checker to report */
+        free(live.ids);
+        live.ids = NULL;
+        live.cap = 0;
+    }
+    pthread_mutex_unlock(&live.lock);
+}
+
+int kiln_graph_alive(uint64_t id)
+{
+    pthread_mutex_lock(&live.lock);
+    int found = live_find(id) < live.n;
+    pthread_mutex_unlock(&live.lock);
+    return found;
+}
+
 kiln_graph *kiln_graph_new(void)
 {
     kiln_graph *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
+    if (!live_add(g)) {
+        free(g);
+        return NULL;
+    }
     kiln_arena_init(&g->arena, 256 * 1024);
     kiln_arena_init(&g->old_arena, 256 * 1024);
-    kiln_arena_init(&g->workspace, 1 << 20);
     poison_init(g);
     return g;
 }
@@ -35,11 +107,9 @@ void kiln_graph_free(kiln_graph *g)
 {
     if (!g)
         return;
-    if (g->on_free)
-        g->on_free(g);
+    live_remove(g->id);
     kiln_arena_free(&g->arena);
     kiln_arena_free(&g->old_arena);
-    kiln_arena_free(&g->workspace);
     free(g->nodes);
     free(g->vars);
     free(g);
@@ -49,18 +119,15 @@ void kiln_graph_clear(kiln_graph *g)
 {
     if (!g)
         return;
-    /* the nodes just dropped stay readable (as stale) for one generation */
+    /* the nodes just dropped stay readable (as stale) for one generation;
+       sessions see the new generation and drop their values */
     kiln_arena kept = g->arena;
     g->arena = g->old_arena;
     g->old_arena = kept;
     kiln_arena_reset(&g->arena);
-    kiln_arena_reset(&g->workspace);
     g->gen++;
     g->n_nodes = 0;
     g->n_vars = 0;
-    g->n_computed = 0;
-    g->backward_loss = NULL;
-    g->ckpt_released = 0;
     g->status = KILN_OK;
     g->err[0] = 0;
     poison_init(g);

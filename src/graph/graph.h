@@ -74,18 +74,16 @@ struct kiln_node {
     kiln_graph *graph;
     const char *name;
     kiln_attrs at;
-    /* dynamic execution state */
-    void *value;     /* computed value (workspace) or variable storage */
-    void *block;     /* workspace block of a computed value, kept while its
-                        value is stale so recomputing it reuses the block */
-    kiln_node *grad; /* adjoint node after kiln_backward */
+    /* marks the user sets while building (kiln_debug, kiln_checkpoint):
+       part of the model, read by every session and compiler, never
+       written by a run */
     const char *debug_msg;
     int debug;
-    int checkpoint;        /* kiln_checkpoint: value kept when checkpointing */
-    int frozen_by_session; /* at.trainable cleared by a session's freeze */
+    int checkpoint;
 };
 
 struct kiln_graph {
+    uint64_t id;      /* unique in the process, never reused */
     kiln_arena arena; /* nodes, their inputs and attribute data */
     /* The arena of the previous generation, kept until the next clear, so
        a node pointer kept across one kiln_graph_clear still reads as stale
@@ -99,28 +97,11 @@ struct kiln_graph {
     kiln_node **vars; /* variable nodes, one per name */
     int n_vars, cap_vars;
     kiln_node poison; /* returned by builders once the graph failed */
-    /* dynamic execution */
-    kiln_arena workspace; /* values of computed nodes */
-    int n_computed;       /* nodes [0, n_computed) have values */
-    kiln_node *backward_loss;
-    /* The session the values belong to (runtime/dynamic.c): its unique id,
-       and the pointer, which the session clears when it is freed; on_free
-       (set while bound) detaches the graph from it. */
-    kiln_session *session;
-    uint64_t session_id;
-    void (*on_free)(kiln_graph *g);
-    int ckpt_released; /* checkpointing released values since the clear */
-    /* workspace policy and modes (runtime/dynamic.c, runtime/checkpointing.c)
-     */
-    size_t ws_reserved;      /* bytes reserved by the user, 0 = none */
-    size_t ws_seen;          /* workspace.used_total after our last allocation:
-                                a different value means the graph was cleared */
-    size_t ws_live, ws_peak; /* bytes in use now / at most since the clear */
-    void *ws_bins;           /* released values by size, for reuse */
-    int ws_strict;           /* exceeding ws_reserved is an error */
-    int checkpointing;       /* release unmarked activations, recompute them */
-    int check_finite;        /* stop at the first NaN or infinity */
 };
+
+/* 1 while the graph with this id has not been freed: sessions drop the run
+   state they keep for a graph once it is gone. */
+int kiln_graph_alive(uint64_t id);
 
 /* Records the first error (later ones are ignored) and returns the poison
    node, so builders can `return graph_fail(...)`. */

@@ -12,21 +12,13 @@
 kiln_node *kiln_checkpoint(kiln_node *n)
 {
     if (kiln_node_live(n, "kiln_checkpoint"))
-        n->checkpoint |= KILN_KEEP_USER;
+        n->checkpoint = 1;
     return n;
 }
 
 int kiln_node_is_checkpoint(const kiln_node *n)
 {
-    return n && (n->checkpoint & KILN_KEEP_USER);
-}
-
-kiln_status kiln_graph_set_checkpointing(kiln_graph *g, int on)
-{
-    if (!g)
-        return kiln_null_arg("kiln_graph_set_checkpointing", "graph");
-    g->checkpointing = on != 0;
-    return KILN_OK;
+    return n && n->checkpoint;
 }
 
 static int is_leaf(kiln_op op)
@@ -35,16 +27,16 @@ static int is_leaf(kiln_op op)
            op == KILN_OP_VARIABLE || op == KILN_OP_ERROR;
 }
 
-int kiln_ckpt_released(const kiln_node *n)
+int kiln_ckpt_released(const kiln_run_state *rs, const kiln_node *n)
 {
-    return n && !n->value && !is_leaf(n->op) && n->id < n->graph->n_computed;
+    return n && n->id < rs->n_computed && !rs->value[n->id] && !is_leaf(n->op);
 }
 
 /* Assignments are applied after the pass from their own values. */
-static int releasable(const kiln_node *n)
+static int releasable(const kiln_run_state *rs, const kiln_node *n)
 {
-    return n->value && !n->checkpoint && !is_leaf(n->op) &&
-           n->op != KILN_OP_ASSIGN && n->op != KILN_OP_DOALL;
+    return rs->value[n->id] && !n->checkpoint && !rs->keep[n->id] &&
+           !is_leaf(n->op) && n->op != KILN_OP_ASSIGN && n->op != KILN_OP_DOALL;
 }
 
 kiln_status kiln_ckpt_prepare(kiln_run_ctx *r)
@@ -84,7 +76,7 @@ static void collect(kiln_run_ctx *r, kiln_node *root)
         int k = r->next[sp - 1]++;
         if (k < t->n_in) {
             kiln_node *x = t->in[k];
-            if (kiln_ckpt_released(x) && r->mark[x->id] != r->stamp) {
+            if (kiln_ckpt_released(r->rs, x) && r->mark[x->id] != r->stamp) {
                 r->mark[x->id] = r->stamp;
                 r->stack[sp] = x->id;
                 r->next[sp++] = 0;
@@ -111,14 +103,14 @@ kiln_status kiln_ckpt_restore_inputs(kiln_run_ctx *r, kiln_node *n)
     r->n_order = 0;
     r->stamp++;
     for (int k = 0; k < n->n_in; k++)
-        if (kiln_ckpt_released(n->in[k]))
+        if (kiln_ckpt_released(r->rs, n->in[k]))
             collect(r, n->in[k]);
     return recompute_order(r);
 }
 
 kiln_status kiln_ckpt_restore(kiln_run_ctx *r, kiln_node *n)
 {
-    if (!kiln_ckpt_released(n))
+    if (!kiln_ckpt_released(r->rs, n))
         return KILN_OK;
     r->n_order = 0;
     r->stamp++;
@@ -130,14 +122,14 @@ void kiln_ckpt_release_after(kiln_run_ctx *r, kiln_node *n)
 {
     for (int k = 0; k < n->n_in; k++) {
         kiln_node *x = n->in[k];
-        if (r->last_use[x->id] <= n->id && releasable(x))
-            kiln_ws_release(r->g, x);
+        if (r->last_use[x->id] <= n->id && releasable(r->rs, x))
+            kiln_ws_release(r->rs, x);
     }
     /* recomputed only to produce n's inputs */
     for (int i = 0; i < r->n_order; i++) {
         kiln_node *x = r->g->nodes[r->order[i]];
-        if (r->last_use[x->id] <= n->id && releasable(x))
-            kiln_ws_release(r->g, x);
+        if (r->last_use[x->id] <= n->id && releasable(r->rs, x))
+            kiln_ws_release(r->rs, x);
     }
     r->n_order = 0;
 }

@@ -1,19 +1,65 @@
-/* Internals of dynamic execution shared by dynamic.c (forward, backward, the
-   workspace) and checkpointing.c (release and recompute). */
+/* Internals of dynamic execution shared by dynamic.c (forward, backward),
+   run_state.c (what a session keeps per graph), workspace.c (the values'
+   memory) and checkpointing.c (release and recompute). */
 #ifndef KILN_RUNTIME_DYNAMIC_H
 #define KILN_RUNTIME_DYNAMIC_H
 
 #include "runtime/runtime.h"
 
-/* node->checkpoint bits: marked by the user / kept by backward itself (the
-   loss, the gradients of variables and of debug nodes). */
-#define KILN_KEEP_USER 1
-#define KILN_KEEP_INTERNAL 2
+/* What a session keeps of one graph it runs dynamically: the values and
+   gradients of its nodes, indexed by node id, the workspace they live in,
+   and the modes set for the graph.  The graph itself is never written by a
+   run, so several sessions can run one graph, each with its own state. */
+struct kiln_run_state {
+    uint64_t graph_id;   /* the graph's id (ids are never reused) */
+    unsigned gen;        /* the graph's generation the values belong to */
+    int cap;             /* length of the per-node arrays */
+    void **value;        /* computed value, fed input or variable storage */
+    void **block;        /* workspace block of a computed value, kept while its
+                            value is stale so recomputing it reuses the block */
+    kiln_node **grad;    /* adjoint node after kiln_backward */
+    unsigned char *keep; /* kept by backward itself with checkpointing on:
+                            the loss, gradients of variables and debug nodes */
+    int n_computed;      /* nodes [0, n_computed) have values */
+    const kiln_node *backward_loss;
+    int ckpt_released; /* checkpointing released values since the clear */
+    kiln_arena workspace;
+    size_t ws_reserved;      /* bytes reserved by the user, 0 = none */
+    size_t ws_live, ws_peak; /* bytes in use now / at most since the clear */
+    void *ws_bins;           /* released values by size, for reuse */
+    int ws_strict;           /* exceeding ws_reserved is an error */
+    int checkpointing;       /* release unmarked activations, recompute them */
+    int check_finite;        /* stop at the first NaN or infinity */
+};
+
+/* s's run state of g, its values dropped if g was cleared since; NULL when
+   s never ran g. */
+kiln_run_state *kiln_run_find(kiln_session *s, const kiln_graph *g);
+/* The same, created when missing, with room for every node of g; NULL with
+   the session's error (naming fn) when out of memory. */
+kiln_run_state *kiln_run_get(kiln_session *s, const kiln_graph *g,
+                             const char *fn);
+/* For the setters of a session's modes for g: *rs as kiln_run_get gives it;
+   KILN_ERR_ARG for a NULL s (kiln_last_error) or g (the session's error),
+   KILN_ERR_MEMORY. */
+kiln_status kiln_run_settings(kiln_session *s, const kiln_graph *g,
+                              const char *fn, kiln_run_state **rs);
+/* The values of nodes [from, n_nodes) go stale: fed inputs keep theirs,
+   the others are recomputed by the next kiln_forward, into the same
+   blocks. */
+void kiln_run_invalidate(kiln_run_state *rs, const kiln_graph *g, int from);
+
+/* 1 when n is a node s can run or read (not NULL, poisoned or stale);
+   otherwise 0 with the session's error naming fn. */
+int kiln_dynamic_node_ok(kiln_session *s, const kiln_node *n, const char *fn);
+/* 1 when s trains variable node v: trainable both as built and in s. */
+int kiln_dynamic_trains(kiln_session *s, const kiln_node *v);
 
 /* One forward_from call: what runs it and the checkpointing bookkeeping. */
 typedef struct kiln_run_ctx {
     kiln_session *s;
     kiln_graph *g;
+    kiln_run_state *rs;
     const char *fn; /* public function named in messages */
     int grad_first; /* first gradient node (backward), or n_nodes */
     /* checkpointing (NULL when off), each sized for the node count */
@@ -24,13 +70,15 @@ typedef struct kiln_run_ctx {
     int n_order; /* nodes recomputed for the node being computed */
 } kiln_run_ctx;
 
-/* A value of bytes for node n (NULL for bookkeeping) from g's workspace:
+/* A value of bytes for node n (NULL for bookkeeping) from the workspace:
    a released block of the same size when there is one, else a bump
    allocation, which may grow the workspace (logged) or, in strict mode,
    fails.  NULL with the session's error (KILN_ERR_MEMORY) naming n. */
 void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes);
 /* Gives n's value back to the workspace for reuse (checkpointing). */
-void kiln_ws_release(kiln_graph *g, kiln_node *n);
+void kiln_ws_release(kiln_run_state *rs, const kiln_node *n);
+/* Forgets the free lists and counters (the values were dropped). */
+void kiln_ws_reset(kiln_run_state *rs);
 /* Computes n from its inputs' values (which must be present). */
 kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n);
 
@@ -42,7 +90,7 @@ kiln_status kiln_ckpt_restore_inputs(kiln_run_ctx *r, kiln_node *n);
 void kiln_ckpt_release_after(kiln_run_ctx *r, kiln_node *n);
 /* Recomputes n itself when it was released; KILN_OK when it has a value. */
 kiln_status kiln_ckpt_restore(kiln_run_ctx *r, kiln_node *n);
-/* 1 when n had a value that checkpointing released. */
-int kiln_ckpt_released(const kiln_node *n);
+/* 1 when n had a value in rs that checkpointing released. */
+int kiln_ckpt_released(const kiln_run_state *rs, const kiln_node *n);
 
 #endif

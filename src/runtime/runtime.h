@@ -18,6 +18,9 @@ typedef struct kiln_var {
    session (see kiln_session_attach). */
 typedef void (*kiln_session_forget_fn)(void *holder);
 
+/* What a session keeps of a graph it runs dynamically (runtime/dynamic.h). */
+typedef struct kiln_run_state kiln_run_state;
+
 typedef struct kiln_session_holder {
     void *holder;
     kiln_session_forget_fn forget;
@@ -35,6 +38,8 @@ struct kiln_session {
     kiln_session_holder *holders;
     int n_holders, cap_holders;
     struct kiln_var_index *index; /* names of vars, see kiln_session_find */
+    kiln_run_state **runs;        /* one per graph run dynamically */
+    int n_runs, cap_runs;
 };
 
 /* Records that holder keeps a pointer to s: kiln_session_free calls
@@ -73,14 +78,16 @@ kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v);
    the two may be freed in either order. */
 void kiln_function_set_owner(kiln_function *f, kiln_function **owner);
 
-/* Dynamic graphs: KILN_OK when g has not run, or ran last with s; else
-   KILN_ERR_STATE with the session's error naming fn. */
-kiln_status kiln_dynamic_check_session(kiln_session *s, kiln_graph *g,
-                                       const char *fn);
-/* KILN_OK when g holds gradients from kiln_backward with s that no
-   kiln_feed made stale since; else KILN_ERR_STATE naming fn. */
-kiln_status kiln_dynamic_gradients(kiln_session *s, kiln_graph *g,
-                                   const char *fn);
+/* Frees every run state of s (kiln_session_free). */
+void kiln_run_free_all(kiln_session *s);
+/* Dynamic graphs: after kiln_backward of g with s, the variables the
+   gradients are for (trainable both as nodes and in s) whose gradient has a
+   value, and their gradient nodes, into vars and grads (each room for
+   g->n_vars); returns their count.  -1 with the session's error naming fn
+   when s holds no gradients of g, or holds stale ones (an input was fed
+   since). */
+int kiln_dynamic_trained(kiln_session *s, kiln_graph *g, const char *fn,
+                         kiln_node **vars, kiln_node **grads);
 
 /* Prints a debug summary of a node's value (what = "value"/"gradient"). */
 void kiln_debug_print(const kiln_node *n, const void *data, const char *what);

@@ -62,6 +62,7 @@ void kiln_session_free(kiln_session *s)
         h.forget(h.holder);
     }
     free(s->holders);
+    kiln_run_free_all(s);
     for (int i = 0; i < s->n_vars; i++) {
         free(s->vars[i].name);
         free(s->vars[i].data);

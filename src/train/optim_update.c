@@ -295,22 +295,15 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status, "%s: the graph failed: %s", fn,
                                  g->err);
-    kiln_status st = kiln_dynamic_gradients(s, g, fn);
-    if (st != KILN_OK)
-        return st;
-    int top = g->backward_loss->id, n = 0;
     kiln_node **vars = malloc((size_t)(2 * g->n_vars + 1) * sizeof *vars);
     if (!vars)
         return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", fn);
     kiln_node **grads = vars + g->n_vars;
-    for (int i = 0; i < g->n_vars; i++) {
-        kiln_node *v = g->vars[i];
-        if (v->at.trainable && v->id <= top && v->grad && v->grad->value) {
-            vars[n] = v;
-            grads[n++] = v->grad;
-        }
-    }
-    if (n == 0) {
+    int n = kiln_dynamic_trained(s, g, fn, vars, grads);
+    kiln_status st;
+    if (n < 0) {
+        st = KILN_ERR_STATE;
+    } else if (n == 0) {
         st = kiln_session_fail(s, KILN_ERR_ARG,
                                "%s: the loss depends on no trainable variable",
                                fn);
