@@ -84,11 +84,280 @@ static void test_sym_input_refused(void **state)
     kiln_tensor_free(t);
 }
 
+/* ------------------------------------------------------------ compiled */
+
+enum { IN = 6, OUT = 5 };
+
+static const float W0[IN * OUT] = {
+    0.1f,  -0.2f, 0.3f,  0.05f,  -0.4f, 0.2f,  0.1f,   -0.3f, 0.25f, 0.15f,
+    -0.1f, 0.4f,  0.2f,  -0.05f, 0.3f,  0.35f, -0.25f, 0.1f,  0.2f,  -0.15f,
+    0.05f, 0.3f,  -0.2f, 0.1f,   0.4f,  -0.3f, 0.2f,   0.15f, -0.1f, 0.25f};
+
+typedef struct net {
+    kiln_graph *g;
+    kiln_node *x, *y, *out[4];
+} net;
+
+/* logits = relu(x W + b) W2-free head, the mean loss, a mean over the
+   batch axis and a column sum: built at batch n, with a symbolic batch or
+   not. */
+static net build_net(int64_t n, int sym)
+{
+    net m;
+    m.g = kiln_graph_new();
+    kiln_graph *g = m.g;
+    unsigned b0 = sym ? KILN_AXIS(0) : 0;
+    m.x = kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(n, IN), b0);
+    m.y = kiln_input_sym(g, "Y", KILN_I32, KILN_SHAPE(n), b0);
+    kiln_node *w = kiln_variable(g, "W", KILN_F32, KILN_SHAPE(IN, OUT),
+                                 kiln_init_values(W0));
+    kiln_node *b = kiln_variable(g, "b", KILN_F32, KILN_SHAPE(OUT),
+                                 kiln_init_uniform(-0.5f, 0.5f));
+    kiln_node *logits =
+        kiln_tanh(g, kiln_add(g, kiln_matmul(g, m.x, w, 0, 0), b));
+    m.out[0] = logits;
+    m.out[1] = kiln_softmax_cross_entropy(g, logits, m.y);
+    m.out[2] = kiln_mean(g, logits, KILN_AXIS(0), 0);
+    m.out[3] = kiln_grad(g, m.out[1], w);
+    th_assert_graph_ok(g);
+    return m;
+}
+
+static void feed(kiln_tensor *x, kiln_tensor *y, uint64_t seed)
+{
+    kiln_rng r;
+    kiln_rng_seed(&r, seed);
+    th_fill(&r, x, -1, 1, 0);
+    int32_t *l = kiln_tensor_data(y);
+    for (int64_t i = 0; i < kiln_tensor_numel(y); i++)
+        l[i] = (int32_t)(kiln_rng_uniform(&r) * OUT) % OUT;
+}
+
+/* Runs f on a batch of n and returns its four outputs. */
+static void run_at(kiln_function *f, kiln_session *s, int64_t n,
+                   kiln_tensor **out)
+{
+    kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(n, IN));
+    kiln_tensor *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(n));
+    feed(x, y, 100 + (uint64_t)n);
+    kiln_shape shapes[4] = {KILN_SHAPE(n, OUT), KILN_SCALAR, KILN_SHAPE(OUT),
+                            KILN_SHAPE(IN, OUT)};
+    for (int i = 0; i < 4; i++)
+        out[i] = kiln_tensor_new(KILN_F32, shapes[i]);
+    kiln_tensor *in[2] = {x, y};
+    if (kiln_run(f, in, out) != KILN_OK)
+        fail_msg("kiln_run at %lld: %s", (long long)n, kiln_session_error(s));
+    kiln_tensor_free(x);
+    kiln_tensor_free(y);
+}
+
+/* One function compiled at batch 4 gives, at every batch, the outputs of a
+   function compiled for that batch alone, bit for bit. */
+static void test_any_batch_matches_fixed(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    net m = build_net(4, 1);
+    kiln_node *ins[2] = {m.x, m.y};
+    kiln_function *f = kiln_compile(s, m.g, m.out, 4, ins, 2);
+    assert_non_null(f);
+    size_t mem4 = kiln_function_memory(f);
+    const int64_t sizes[] = {1, 7, 128, 4, 0, 7, 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        int64_t n = sizes[k];
+        net fx = build_net(n, 0);
+        kiln_node *fins[2] = {fx.x, fx.y};
+        kiln_function *ff = kiln_compile(s, fx.g, fx.out, 4, fins, 2);
+        assert_non_null(ff);
+        kiln_tensor *got[4], *want[4];
+        run_at(f, s, n, got);
+        run_at(ff, s, n, want);
+        for (int i = 0; i < 4; i++) {
+            th_assert_shape(kiln_tensor_shape(got[i]),
+                            kiln_tensor_shape(want[i]));
+            th_assert_close_f("output", kiln_tensor_f32(got[i]),
+                              kiln_tensor_f32(want[i]),
+                              kiln_tensor_numel(got[i]), 0, 0);
+            kiln_tensor_free(got[i]);
+            kiln_tensor_free(want[i]);
+        }
+        if (n == 128) /* memory is planned for each size */
+            assert_true(kiln_function_memory(f) > mem4);
+        kiln_function_free(ff);
+        kiln_graph_free(fx.g);
+    }
+    kiln_graph_free(m.g);
+    kiln_session_free(s);
+}
+
+/* A training step over a batch of any size: the loss is the mean over the
+   rows fed, and the update uses its gradient, checked by hand.
+   loss = mean((x w - t)^2), dw = 2/n x^T (x w - t), w <- w - 0.1 dw. */
+static void test_training_step_by_hand(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x =
+        kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(4, 2), KILN_AXIS(0));
+    kiln_node *t =
+        kiln_input_sym(g, "T", KILN_F32, KILN_SHAPE(4, 1), KILN_AXIS(0));
+    const float w0[2] = {0.5f, -0.25f};
+    kiln_node *w =
+        kiln_variable(g, "w", KILN_F32, KILN_SHAPE(2, 1), kiln_init_values(w0));
+    kiln_node *e = kiln_sub(g, kiln_matmul(g, x, w, 0, 0), t);
+    kiln_node *loss = kiln_mean(g, kiln_mul(g, e, e), KILN_ALL_AXES, 0);
+    kiln_node *step = kiln_assign(
+        g, w, kiln_sub(g, w, kiln_scale(g, kiln_grad(g, loss, w), 0.1f)));
+    kiln_node *outs[2] = {loss, step}, *ins[2] = {x, t};
+    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
+    assert_non_null(f);
+    double wv[2] = {w0[0], w0[1]};
+    const int64_t sizes[] = {3, 5, 1, 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        int64_t n = sizes[k];
+        kiln_tensor *xt = kiln_tensor_new(KILN_F32, KILN_SHAPE(n, 2));
+        kiln_tensor *tt = kiln_tensor_new(KILN_F32, KILN_SHAPE(n, 1));
+        float *xp = kiln_tensor_f32(xt), *tp = kiln_tensor_f32(tt);
+        double want_loss = 0, dw[2] = {0, 0};
+        for (int64_t r = 0; r < n; r++) {
+            xp[2 * r] = 0.5f + (float)r;
+            xp[2 * r + 1] = 1.0f - 0.25f * (float)(r + k);
+            tp[r] = 0.1f * (float)(r * r);
+            double err = xp[2 * r] * wv[0] + xp[2 * r + 1] * wv[1] - tp[r];
+            want_loss += err * err / (double)n;
+            dw[0] += 2 * err * xp[2 * r] / (double)n;
+            dw[1] += 2 * err * xp[2 * r + 1] / (double)n;
+        }
+        kiln_tensor *lt = kiln_tensor_new(KILN_F32, KILN_SCALAR);
+        kiln_tensor *feeds[2] = {xt, tt}, *res[2] = {lt, NULL};
+        assert_int_equal(kiln_run(f, feeds, res), KILN_OK);
+        th_assert_close("loss", kiln_tensor_f32(lt), &want_loss, 1, 1e-6, 0);
+        wv[0] -= 0.1 * dw[0];
+        wv[1] -= 0.1 * dw[1];
+        kiln_tensor *wt = kiln_tensor_new(KILN_F32, KILN_SHAPE(2, 1));
+        assert_int_equal(kiln_variable_read(s, "w", wt), KILN_OK);
+        th_assert_close("w", kiln_tensor_f32(wt), wv, 2, 1e-6, 1e-7);
+        kiln_tensor_free(wt);
+        kiln_tensor_free(lt);
+        kiln_tensor_free(xt);
+        kiln_tensor_free(tt);
+    }
+    /* inputs that disagree on the batch are refused, and change nothing */
+    kiln_tensor *xt = kiln_tensor_new(KILN_F32, KILN_SHAPE(5, 2));
+    kiln_tensor *tt = kiln_tensor_new(KILN_F32, KILN_SHAPE(3, 1));
+    kiln_tensor *feeds[2] = {xt, tt}, *res[2] = {NULL, NULL};
+    float before[2], after[2];
+    kiln_tensor *wt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(2, 1), before);
+    assert_int_equal(kiln_variable_read(s, "w", wt), KILN_OK);
+    assert_int_equal(kiln_run(f, feeds, res), KILN_ERR_SHAPE);
+    assert_string_equal(kiln_session_error(s),
+                        "kiln_run: inputs 'X' [5,2] and 'T' [3,1] disagree "
+                        "on the symbolic size (5 and 3)");
+    kiln_tensor_free(wt);
+    wt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(2, 1), after);
+    assert_int_equal(kiln_variable_read(s, "w", wt), KILN_OK);
+    assert_memory_equal(before, after, sizeof before);
+    kiln_tensor_free(wt);
+    kiln_tensor_free(xt);
+    kiln_tensor_free(tt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+/* A graph that keeps the size it was built at cannot run at another: the
+   compiler names the node. */
+static void test_baked_size_refused(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    for (int c = 0; c < 3; c++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x =
+            kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(4, 3), KILN_AXIS(0));
+        kiln_node *y =
+            c == 0 ? kiln_add(g, x, kiln_fill(g, KILN_SHAPE(4, 3), 1))
+            : c == 1
+                ? kiln_reshape(g, x, KILN_SHAPE(12))
+                : kiln_matmul(g, x, kiln_fill(g, KILN_SHAPE(4, 5), 1), 1, 0);
+        th_assert_graph_ok(g);
+        assert_null(kiln_compile(s, g, &y, 1, &x, 1));
+        const char *op[] = {"add of [4,3] and [4,3]", "reshape of [4,3]",
+                            "matmul of [4,3] and [4,5]"};
+        if (!strstr(kiln_session_error(s), op[c]) ||
+            !strstr(kiln_session_error(s), "does not follow the symbolic "
+                                           "size of the inputs (built at 4"))
+            fail_msg("case %d: %s", c, kiln_session_error(s));
+        kiln_graph_free(g);
+    }
+    /* a fill shaped like a symbolic node follows it */
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x =
+        kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(4, 3), KILN_AXIS(0));
+    kiln_node *y = kiln_add(g, x, kiln_fill(g, kiln_node_shape(x), 1));
+    kiln_function *f = kiln_compile(s, g, &y, 1, &x, 1);
+    assert_non_null(f);
+    kiln_tensor *xt =
+        kiln_tensor_from_f32(KILN_SHAPE(2, 3), (float[]){1, 2, 3, 4, 5, 6});
+    kiln_tensor *yt = kiln_tensor_new(KILN_F32, KILN_SHAPE(2, 3));
+    assert_int_equal(kiln_run(f, &xt, &yt), KILN_OK);
+    th_assert_close_f("x + 1", kiln_tensor_f32(yt), (float[]){2, 3, 4, 5, 6, 7},
+                      6, 0, 0);
+    kiln_tensor_free(xt);
+    kiln_tensor_free(yt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+/* An empty batch runs where the graph has a value for it (a mean is NaN),
+   and is refused where a max over the batch has none; the function then
+   runs at other sizes as before. */
+static void test_empty_batch(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x =
+        kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(4, 2), KILN_AXIS(0));
+    kiln_node *outs[2] = {kiln_mean(g, x, KILN_AXIS(0), 0),
+                          kiln_reduce_max(g, x, KILN_AXIS(0), 0)};
+    kiln_function *f = kiln_compile(s, g, outs, 2, &x, 1);
+    kiln_function *fm = kiln_compile(s, g, outs, 1, &x, 1);
+    assert_non_null(f);
+    assert_non_null(fm);
+    kiln_tensor *x0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(0, 2));
+    kiln_tensor *o[2] = {kiln_tensor_new(KILN_F32, KILN_SHAPE(2)),
+                         kiln_tensor_new(KILN_F32, KILN_SHAPE(2))};
+    assert_int_equal(kiln_run(fm, &x0, o), KILN_OK);
+    assert_true(isnan(kiln_tensor_f32(o[0])[0]));
+    assert_int_equal(kiln_run(f, &x0, o), KILN_ERR_SHAPE);
+    assert_non_null(
+        strstr(kiln_session_error(s), "kiln_run: at symbolic size 0: %"));
+    assert_non_null(strstr(kiln_session_error(s),
+                           "reduce_max [2]: reduces a symbolic axis"));
+    kiln_tensor *x3 =
+        kiln_tensor_from_f32(KILN_SHAPE(3, 2), (float[]){1, -1, 4, 2, -3, 0});
+    assert_int_equal(kiln_run(f, &x3, o), KILN_OK);
+    th_assert_close_f("mean", kiln_tensor_f32(o[0]),
+                      (float[]){2.0f / 3, 1.0f / 3}, 2, 1e-6, 0);
+    th_assert_close_f("max", kiln_tensor_f32(o[1]), (float[]){4, 2}, 2, 0, 0);
+    kiln_tensor_free(x0);
+    kiln_tensor_free(x3);
+    kiln_tensor_free(o[0]);
+    kiln_tensor_free(o[1]);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sym_marks),
         cmocka_unit_test(test_sym_input_refused),
+        cmocka_unit_test(test_any_batch_matches_fixed),
+        cmocka_unit_test(test_training_step_by_hand),
+        cmocka_unit_test(test_baked_size_refused),
+        cmocka_unit_test(test_empty_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

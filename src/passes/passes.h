@@ -17,6 +17,12 @@ typedef struct kiln_unit {
     int n_in;
 } kiln_unit;
 
+/* An empty unit (a new graph, zeroed output and input arrays) in q;
+   KILN_ERR_MEMORY (q empty) when out of memory. */
+kiln_status kiln_unit_alloc(kiln_unit *q, int n_out, int n_in);
+/* Frees the graph and the arrays of p and zeroes it. */
+void kiln_unit_free(kiln_unit *p);
+
 /* Builds out (an empty graph with outputs/inputs arrays of in's sizes) from
    in.  Errors go to out->g (kiln_graph_fail) or are returned. */
 typedef kiln_status (*kiln_pass_fn)(const kiln_unit *in, kiln_unit *out,
@@ -52,6 +58,23 @@ kiln_status kiln_passes_check_options(const kiln_compile_options *opt,
 kiln_status kiln_unit_validate(const kiln_unit *p, char *err, size_t err_len);
 /* kiln_graph_print with fused programs spelled out and the outputs listed. */
 void kiln_unit_print(const kiln_unit *p, FILE *out);
+
+/* ------------------------------------------------------------ symbolic sizes
+ */
+
+/* The symbolic size u was built at: that of its inputs' symbolic axes
+   (kiln_input_sym), or -1 when none has any. */
+int64_t kiln_unit_sym_size(const kiln_unit *u);
+/* Builds out (allocated here) from u with every symbolic axis at size, the
+   fills and counts that follow it re-derived, and no marks left; validates
+   it.  KILN_ERR_SHAPE with a message naming the node in err when a node
+   cannot be built at that size. */
+kiln_status kiln_unit_specialise(const kiln_unit *u, int64_t size,
+                                 kiln_unit *out, char *err, size_t err_len);
+/* Refuses (KILN_ERR_SHAPE, a message naming the node in err) a unit in
+   which some node bakes in the symbolic size, so that it could not be
+   specialised at another size. */
+kiln_status kiln_unit_check_sym(const kiln_unit *u, char *err, size_t err_len);
 
 /* ------------------------------------------------------------ memory */
 

@@ -74,11 +74,23 @@ static FILE *dump_stream(const kiln_compile_options *o)
     return env && strstr(env, "passes") ? stderr : NULL;
 }
 
-static void free_unit(kiln_unit *p)
+kiln_status kiln_unit_alloc(kiln_unit *q, int n_out, int n_in)
+{
+    *q = (kiln_unit){kiln_graph_new(), NULL, n_out, NULL, n_in};
+    q->outputs = calloc((size_t)n_out + 1, sizeof *q->outputs);
+    q->inputs = calloc((size_t)n_in + 1, sizeof *q->inputs);
+    if (q->g && q->outputs && q->inputs)
+        return KILN_OK;
+    kiln_unit_free(q);
+    return KILN_ERR_MEMORY;
+}
+
+void kiln_unit_free(kiln_unit *p)
 {
     kiln_graph_free(p->g);
     free(p->outputs);
     free(p->inputs);
+    *p = (kiln_unit){0};
 }
 
 /* Runs one pass from p into a new unit; replaces p on success. */
@@ -86,11 +98,8 @@ static kiln_status run_pass(kiln_unit *p, const pass_entry *pe,
                             const kiln_compile_options *o, char *err,
                             size_t len)
 {
-    kiln_unit q = {kiln_graph_new(), NULL, p->n_out, NULL, p->n_in};
-    q.outputs = calloc((size_t)p->n_out + 1, sizeof *q.outputs);
-    q.inputs = calloc((size_t)p->n_in + 1, sizeof *q.inputs);
-    if (!q.g || !q.outputs || !q.inputs) {
-        free_unit(&q);
+    kiln_unit q;
+    if (kiln_unit_alloc(&q, p->n_out, p->n_in) != KILN_OK) {
         snprintf(err, len, "out of memory in pass '%s'", pe->name);
         return KILN_ERR_MEMORY;
     }
@@ -104,10 +113,10 @@ static kiln_status run_pass(kiln_unit *p, const pass_entry *pe,
     if (st != KILN_OK) {
         snprintf(err, len, "pass '%s' produced an invalid graph: %s", pe->name,
                  why);
-        free_unit(&q);
+        kiln_unit_free(&q);
         return st;
     }
-    free_unit(p);
+    kiln_unit_free(p);
     *p = q;
     return KILN_OK;
 }

@@ -1,45 +1,28 @@
 /* Compiled functions: the needed part of a graph cloned into a private
-   graph, rewritten by the pass pipeline (passes/), then a flat schedule of
-   kernel calls over buffers placed by the memory plan in one block
-   allocated at compile time, so kiln_run allocates nothing. */
+   compile unit, then one variant (runtime/variant.c: the unit through the
+   pass pipeline, planned and scheduled) per size of its symbolic axes,
+   built the first time it runs at that size and kept in a small cache, so
+   that kiln_run allocates nothing at a size it has seen. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/check.h"
-#include "cpu/dispatch.h"
 #include "graph/clone.h"
-#include "graph/fused_program.h"
-#include "passes/passes.h"
-#include "runtime/runtime.h"
+#include "runtime/variant.h"
 
-typedef struct step {
-    kiln_node *n;
-    void *out;
-    void **in;
-} step;
-
-typedef struct assignment {
-    void *dst;
-    const void *src;
-    size_t bytes;
-} assignment;
+/* Sizes kept at once: an epoch's batch and its last partial batch, an
+   evaluation's, with room to spare. */
+enum { CACHE = 8 };
 
 struct kiln_function {
     kiln_session *s;
-    kiln_graph *g;      /* private graph: the clone after the passes */
-    void **buf;         /* by node id of g */
-    void *arena;        /* one block for every computed buffer */
-    size_t arena_bytes; /* the memory plan's peak */
-    size_t unplanned_bytes;
-    int *inplace; /* by node id: input whose buffer it reuses, or -1 */
-    int *storage; /* by node id: variable whose storage it is, or -1 */
-    step *steps;
-    int n_steps;
-    kiln_node **inputs, **outputs;
+    kiln_unit base; /* before the passes, marks kept: specialised per size */
     int n_in, n_out;
-    assignment *assigns;
-    int n_assigns;
-    void **in_ptrs;        /* step operand arrays */
+    kiln_compile_options opt; /* its pipeline a copy, no dump stream */
+    char *pipeline;
+    kiln_variant *cache[CACHE];
+    int n_cache;
+    kiln_variant *last; /* compiled or run last: what print describes */
+    unsigned long clock;
     kiln_function **owner; /* cleared when the function is freed */
 };
 
@@ -57,11 +40,6 @@ static unsigned char *mark_live(kiln_graph *g, kiln_node *const *outs,
             for (int k = 0; k < g->nodes[id]->n_in; k++)
                 live[g->nodes[id]->in[k]->id] = 1;
     return live;
-}
-
-static size_t node_bytes(const kiln_node *n)
-{
-    return (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
 }
 
 static kiln_status check_compile_args(kiln_session *s, kiln_graph *g,
@@ -154,88 +132,6 @@ static kiln_status check_assignments(kiln_session *s, const kiln_graph *g,
     return KILN_OK;
 }
 
-/* A copy writing over its own input (in place) has nothing to do, so it
-   gets no step: reshape, stop_gradient, a same-dtype cast, an assign's
-   value. */
-static int is_noop(const kiln_function *f, const kiln_node *n)
-{
-    if (f->inplace[n->id] < 0 || n->debug)
-        return 0;
-    return n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
-           n->op == KILN_OP_ASSIGN ||
-           (n->op == KILN_OP_CAST && n->dtype == n->in[0]->dtype);
-}
-
-/* Plans the buffers, binds leaves, and builds the schedule. */
-static kiln_status plan(kiln_function *f, int reuse)
-{
-    kiln_graph *g = f->g;
-    kiln_unit p = {g, f->outputs, f->n_out, f->inputs, f->n_in};
-    kiln_memory_plan mp;
-    if (kiln_plan_memory(&p, reuse, &mp) != KILN_OK)
-        return kiln_session_fail(f->s, KILN_ERR_MEMORY,
-                                 "kiln_compile: out of memory");
-    f->inplace = mp.inplace;
-    f->storage = mp.storage;
-    f->arena_bytes = mp.peak;
-    f->unplanned_bytes = mp.unplanned;
-    size_t n_ptrs = 0;
-    for (int id = 0; id < g->n_nodes; id++) {
-        kiln_node *n = g->nodes[id];
-        if (kiln_op_table[n->op].kind != KILN_KIND_LEAF && !is_noop(f, n)) {
-            f->n_steps++;
-            n_ptrs += (size_t)n->n_in;
-        }
-        if (n->op == KILN_OP_ASSIGN)
-            f->n_assigns++;
-    }
-    f->buf = calloc((size_t)g->n_nodes + 1, sizeof *f->buf);
-    f->steps = calloc((size_t)f->n_steps + 1, sizeof *f->steps);
-    f->assigns = calloc((size_t)f->n_assigns + 1, sizeof *f->assigns);
-    f->in_ptrs = calloc(n_ptrs + 1, sizeof *f->in_ptrs);
-    f->arena = aligned_alloc(64, f->arena_bytes + 64);
-    if (!f->buf || !f->steps || !f->assigns || !f->in_ptrs || !f->arena) {
-        free(mp.offset);
-        return kiln_session_fail(f->s, KILN_ERR_MEMORY,
-                                 "kiln_compile: out of memory (%zu bytes)",
-                                 f->arena_bytes);
-    }
-    size_t ptr = 0;
-    int si = 0, ai = 0;
-    kiln_status st = KILN_OK;
-    for (int id = 0; id < g->n_nodes && st == KILN_OK; id++) {
-        kiln_node *n = g->nodes[id];
-        if (n->op == KILN_OP_VARIABLE) {
-            kiln_var *v = kiln_session_bind(f->s, n);
-            if (!v)
-                st = KILN_ERR_SHAPE;
-            else
-                f->buf[id] = v->data;
-        } else if (n->op == KILN_OP_CONSTANT) {
-            f->buf[id] = (void *)n->at.data;
-        } else if (n->op == KILN_OP_INPUT) {
-            f->buf[id] = NULL; /* bound per run */
-        } else {
-            f->buf[id] = f->storage[id] >= 0 ? f->buf[f->storage[id]]
-                                             : (char *)f->arena + mp.offset[id];
-            if (!is_noop(f, n)) {
-                step *stp = &f->steps[si++];
-                stp->n = n;
-                stp->out = f->buf[id];
-                stp->in = f->in_ptrs + ptr;
-                ptr += (size_t)n->n_in;
-            }
-        }
-        /* an update written into its variable needs no copy */
-        if (n->op == KILN_OP_ASSIGN && f->buf[n->in[0]->id] != f->buf[id])
-            f->assigns[ai++] =
-                (assignment){f->buf[n->in[0]->id], f->buf[id], node_bytes(n)};
-    }
-    f->n_assigns = ai; /* the copies actually needed */
-    free(mp.offset);
-    return st;
-}
-
 static void register_function(kiln_session *s, kiln_function *f)
 {
     if (s->n_funcs == s->cap_funcs) {
@@ -260,18 +156,17 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
     kiln_node **map = calloc((size_t)g->n_nodes + 1, sizeof *map);
     kiln_node *ins[64];
     kiln_status st = KILN_ERR_MEMORY;
+    kiln_graph *fg;
     f->n_in = n_in;
     f->n_out = n_out;
-    f->inputs = calloc((size_t)n_in + 1, sizeof *f->inputs);
-    f->outputs = calloc((size_t)n_out + 1, sizeof *f->outputs);
-    if (!live || !map || !f->inputs || !f->outputs ||
-        !(f->g = kiln_graph_new())) {
+    if (!live || !map || kiln_unit_alloc(&f->base, n_out, n_in) != KILN_OK) {
         kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_compile: out of memory");
         goto done;
     }
     if ((st = check_inputs_fed(s, g, live, inputs, n_in)) != KILN_OK ||
         (st = check_assignments(s, g, live)) != KILN_OK)
         goto done;
+    fg = f->base.g;
     for (int id = 0; id < g->n_nodes; id++) {
         kiln_node *n = g->nodes[id];
         if (!live[id])
@@ -279,46 +174,67 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
         kiln_node **in =
             n->n_in <= 64 ? ins : malloc((size_t)n->n_in * sizeof *in);
         if (!in) {
-            kiln_graph_fail(f->g, KILN_ERR_MEMORY,
-                            "kiln_compile: out of memory");
+            kiln_graph_fail(fg, KILN_ERR_MEMORY, "kiln_compile: out of memory");
             break;
         }
         for (int k = 0; k < n->n_in; k++)
             in[k] = map[n->in[k]->id];
-        map[id] = kiln_node_clone(f->g, n, in);
+        map[id] = kiln_node_clone(fg, n, in);
         if (in != ins)
             free(in);
     }
     /* inputs that nothing needs are still accepted (and ignored) */
     for (int i = 0; i < n_in; i++)
         if (!map[inputs[i]->id])
-            map[inputs[i]->id] = kiln_node_clone(f->g, inputs[i], NULL);
-    if ((st = f->g->status) != KILN_OK) {
-        kiln_session_fail(s, st, "%s", f->g->err);
+            map[inputs[i]->id] = kiln_node_clone(fg, inputs[i], NULL);
+    if ((st = fg->status) != KILN_OK) {
+        kiln_session_fail(s, st, "%s", fg->err);
         goto done;
     }
     for (int i = 0; i < n_in; i++)
-        f->inputs[i] = map[inputs[i]->id];
+        f->base.inputs[i] = map[inputs[i]->id];
     for (int i = 0; i < n_out; i++)
-        f->outputs[i] = map[outputs[i]->id];
+        f->base.outputs[i] = map[outputs[i]->id];
 done:
     free(live);
     free(map);
     return st;
 }
 
-/* Runs the pass pipeline over f's compile unit. */
-static kiln_status optimise(kiln_function *f, const kiln_compile_options *opt)
+/* Later variants run the same pipeline; the caller's dump stream is only
+   used while compiling (it may be closed by the time a new size runs). */
+static kiln_status keep_options(kiln_function *f,
+                                const kiln_compile_options *opt)
 {
-    kiln_unit p = {f->g, f->outputs, f->n_out, f->inputs, f->n_in};
-    char err[KILN_ERRMSG_MAX];
-    kiln_status st = kiln_passes_run(&p, opt, err, sizeof err);
-    f->g = p.g;
-    f->outputs = p.outputs;
-    f->inputs = p.inputs;
-    if (st != KILN_OK)
-        return kiln_session_fail(f->s, st, "kiln_compile: %s", err);
+    f->opt = *opt;
+    f->opt.dump = NULL;
+    if (opt->pipeline) {
+        size_t n = strlen(opt->pipeline) + 1;
+        if (!(f->pipeline = malloc(n)))
+            return kiln_session_fail(f->s, KILN_ERR_MEMORY,
+                                     "kiln_compile: out of memory");
+        memcpy(f->pipeline, opt->pipeline, n);
+        f->opt.pipeline = f->pipeline;
+    }
     return KILN_OK;
+}
+
+/* The variant at the size the graph was built at.  A unit without
+   symbolic axes is no longer needed once it goes through the passes. */
+static kiln_variant *first_variant(kiln_function *f,
+                                   const kiln_compile_options *opt)
+{
+    char err[KILN_ERRMSG_MAX];
+    int64_t size = kiln_unit_sym_size(&f->base);
+    kiln_unit u;
+    if (size < 0)
+        return kiln_variant_new(f->s, &f->base, -1, opt, "kiln_compile");
+    if (kiln_unit_check_sym(&f->base, err, sizeof err) != KILN_OK ||
+        kiln_unit_specialise(&f->base, size, &u, err, sizeof err) != KILN_OK) {
+        kiln_session_fail(f->s, KILN_ERR_SHAPE, "kiln_compile: %s", err);
+        return NULL;
+    }
+    return kiln_variant_new(f->s, &u, size, opt, "kiln_compile");
 }
 
 kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
@@ -345,11 +261,12 @@ kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
     }
     f->s = s;
     if (extract(f, g, outputs, n_out, inputs, n_in) != KILN_OK ||
-        optimise(f, opt) != KILN_OK || plan(f, opt->plan_memory) != KILN_OK) {
+        keep_options(f, opt) != KILN_OK || !(f->last = first_variant(f, opt))) {
         f->s = NULL;
         kiln_function_free(f);
         return NULL;
     }
+    f->cache[f->n_cache++] = f->last;
     register_function(s, f);
     return f;
 }
@@ -380,16 +297,10 @@ void kiln_function_free(kiln_function *f)
             break;
         }
     }
-    kiln_graph_free(f->g);
-    free(f->buf);
-    free(f->arena);
-    free(f->steps);
-    free(f->assigns);
-    free(f->in_ptrs);
-    free(f->inplace);
-    free(f->storage);
-    free(f->inputs);
-    free(f->outputs);
+    for (int i = 0; i < f->n_cache; i++)
+        kiln_variant_free(f->cache[i]);
+    kiln_unit_free(&f->base);
+    free(f->pipeline);
     free(f);
 }
 
@@ -408,27 +319,73 @@ static kiln_status check_tensor(kiln_session *s, const kiln_node *n,
         kiln_shape_str(t->shape, b2, sizeof b2));
 }
 
-static int is_leaf(const kiln_node *n)
+/* The symbolic size the inputs are fed at (-1 for a function without
+   one); KILN_ERR_SHAPE when two of them disagree.  A tensor of the wrong
+   rank is left to check_tensor. */
+static kiln_status fed_size(kiln_function *f, kiln_tensor *const *in,
+                            int64_t *size)
 {
-    return n->op == KILN_OP_INPUT || n->op == KILN_OP_CONSTANT ||
-           n->op == KILN_OP_VARIABLE;
-}
-
-/* Checks the values kernels rely on (kiln_cpu_check_inputs) where they are
-   leaves (fed inputs, constants, variables) before any kernel runs, so that
-   a refused run leaves the variables as they were even where the plan
-   updates them in place.  Computed values are checked as they are used. */
-static kiln_status check_leaf_values(kiln_function *f)
-{
-    char msg[KILN_ERRMSG_MAX - 16];
-    for (int i = 0; i < f->n_steps; i++) {
-        step *st = &f->steps[i];
-        for (int k = 0; k < st->n->n_in; k++)
-            st->in[k] = is_leaf(st->n->in[k]) ? f->buf[st->n->in[k]->id] : NULL;
-        if (kiln_cpu_check_inputs(st->n, st->in, msg, sizeof msg) != KILN_OK)
-            return kiln_session_fail(f->s, KILN_ERR_ARG, "kiln_run: %s", msg);
+    int from = -1;
+    *size = -1;
+    if (!f->base.g) /* no symbolic axes: given up once compiled */
+        return KILN_OK;
+    for (int i = 0; i < f->n_in; i++) {
+        kiln_shape s = f->base.inputs[i]->shape, t = in[i]->shape;
+        if (!s.sym || s.ndim != t.ndim)
+            continue;
+        for (int d = 0; d < s.ndim; d++) {
+            if (!(s.sym >> d & 1u) || t.d[d] == *size)
+                continue;
+            if (*size >= 0) {
+                char b1[96], b2[96];
+                return kiln_session_fail(
+                    f->s, KILN_ERR_SHAPE,
+                    "kiln_run: inputs '%s' %s and '%s' %s disagree on the "
+                    "symbolic size (%lld and %lld)",
+                    kiln_node_name(f->base.inputs[from]),
+                    kiln_shape_str(in[from]->shape, b1, sizeof b1),
+                    kiln_node_name(f->base.inputs[i]),
+                    kiln_shape_str(t, b2, sizeof b2), (long long)*size,
+                    (long long)t.d[d]);
+            }
+            *size = t.d[d];
+            from = i;
+        }
     }
     return KILN_OK;
+}
+
+/* The variant for size: from the cache, or specialised from the base unit
+   and cached in place of the one run longest ago. */
+static kiln_variant *variant_at(kiln_function *f, int64_t size)
+{
+    for (int i = 0; i < f->n_cache; i++)
+        if (f->cache[i]->size == size)
+            return f->cache[i];
+    char err[KILN_ERRMSG_MAX], what[64];
+    kiln_unit u;
+    snprintf(what, sizeof what, "kiln_run: at symbolic size %lld",
+             (long long)size);
+    if (kiln_unit_specialise(&f->base, size, &u, err, sizeof err) != KILN_OK) {
+        kiln_session_fail(f->s, KILN_ERR_SHAPE, "%s: %s", what, err);
+        return NULL;
+    }
+    kiln_variant *v = kiln_variant_new(f->s, &u, size, &f->opt, what);
+    if (!v)
+        return NULL;
+    int slot = f->n_cache;
+    if (slot < CACHE) {
+        f->n_cache++;
+    } else {
+        slot = f->cache[0] == f->last; /* what print describes stays */
+        for (int i = 0; i < CACHE; i++)
+            if (f->cache[i] != f->last &&
+                f->cache[i]->used < f->cache[slot]->used)
+                slot = i;
+        kiln_variant_free(f->cache[slot]);
+    }
+    f->cache[slot] = v;
+    return v;
 }
 
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
@@ -437,48 +394,33 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
     if (!f)
         return kiln_null_arg("kiln_run", "function");
     kiln_session *s = f->s;
+    int64_t size;
+    kiln_variant *v;
     if ((f->n_in && !in) || (f->n_out && !out))
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_run: inputs or outputs array is NULL");
-    for (int i = 0; i < f->n_in; i++) {
+    for (int i = 0; i < f->n_in; i++)
         if (!in[i])
             return kiln_session_fail(s, KILN_ERR_ARG,
                                      "kiln_run: input %d ('%s') is not fed", i,
-                                     kiln_node_name(f->inputs[i]));
-        kiln_status st = check_tensor(s, f->inputs[i], in[i], "input", i);
+                                     kiln_node_name(f->last->u.inputs[i]));
+    if (fed_size(f, in, &size) != KILN_OK || !(v = variant_at(f, size)))
+        return KILN_ERR_SHAPE;
+    for (int i = 0; i < f->n_in; i++) {
+        kiln_status st = check_tensor(s, v->u.inputs[i], in[i], "input", i);
         if (st != KILN_OK)
             return st;
     }
     for (int i = 0; i < f->n_out; i++) {
         kiln_status st =
-            out[i] ? check_tensor(s, f->outputs[i], out[i], "output", i)
+            out[i] ? check_tensor(s, v->u.outputs[i], out[i], "output", i)
                    : KILN_OK;
         if (st != KILN_OK)
             return st;
     }
-    for (int i = 0; i < f->n_in; i++)
-        f->buf[f->inputs[i]->id] = in[i]->data;
-    kiln_status checked = check_leaf_values(f);
-    if (checked != KILN_OK)
-        return checked;
-    for (int i = 0; i < f->n_steps; i++) {
-        step *st = &f->steps[i];
-        char msg[KILN_ERRMSG_MAX - 16];
-        for (int k = 0; k < st->n->n_in; k++)
-            st->in[k] = f->buf[st->n->in[k]->id];
-        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, msg,
-                                sizeof msg) != KILN_OK)
-            return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
-        if (st->n->debug)
-            kiln_debug_print(st->n, st->out, "value");
-    }
-    for (int i = 0; i < f->n_out; i++)
-        if (out[i] && out[i]->data != f->buf[f->outputs[i]->id])
-            memcpy(out[i]->data, f->buf[f->outputs[i]->id],
-                   kiln_tensor_bytes(out[i]));
-    for (int i = 0; i < f->n_assigns; i++)
-        memcpy(f->assigns[i].dst, f->assigns[i].src, f->assigns[i].bytes);
-    return KILN_OK;
+    v->used = ++f->clock;
+    f->last = v;
+    return kiln_variant_run(s, v, in, out);
 }
 
 kiln_tensor *kiln_function_new_output(const kiln_function *f, int i)
@@ -487,97 +429,29 @@ kiln_tensor *kiln_function_new_output(const kiln_function *f, int i)
         kiln_set_last_error("kiln_function_new_output: no output %d", i);
         return NULL;
     }
-    return kiln_tensor_new(f->outputs[i]->dtype, f->outputs[i]->shape);
+    kiln_node *o = f->last->u.outputs[i];
+    return kiln_tensor_new(o->dtype, o->shape);
 }
 
 size_t kiln_function_memory(const kiln_function *f)
 {
-    return f ? f->arena_bytes : 0;
+    return f ? f->last->arena_bytes : 0;
 }
 
 size_t kiln_function_memory_unplanned(const kiln_function *f)
 {
-    return f ? f->unplanned_bytes : 0;
+    return f ? f->last->unplanned_bytes : 0;
 }
 
 int kiln_function_num_kernels(const kiln_function *f)
 {
-    return f ? f->n_steps : -1;
-}
-
-static void print_buffer(const kiln_function *f, const kiln_node *n, FILE *out)
-{
-    char b[96];
-    const char *kind = n->op == KILN_OP_INPUT      ? "input"
-                       : n->op == KILN_OP_VARIABLE ? "variable"
-                       : n->op == KILN_OP_CONSTANT ? "constant"
-                                                   : NULL;
-    kiln_shape_str(n->shape, b, sizeof b);
-    if (!kind && f->storage[n->id] >= 0) {
-        fprintf(out, "  %%%d: in the storage of variable %%%d %zu bytes %s%s",
-                n->id, f->storage[n->id], node_bytes(n),
-                kiln_dtype_name(n->dtype), b);
-    } else if (!kind) {
-        fprintf(out, "  %%%d: buffer +%zu %zu bytes %s%s", n->id,
-                (size_t)((char *)f->buf[n->id] - (char *)f->arena),
-                node_bytes(n), kiln_dtype_name(n->dtype), b);
-        if (f->inplace[n->id] >= 0)
-            fprintf(out, " (in place of %%%d)", f->inplace[n->id]);
-    } else {
-        fprintf(out, "  %%%d: %s %s %s%s", n->id, kind, kiln_node_name(n),
-                kiln_dtype_name(n->dtype), b);
-        if (n->op == KILN_OP_CONSTANT && kiln_shape_numel(n->shape) == 1)
-            fprintf(out, " = %g",
-                    n->dtype == KILN_F32
-                        ? *(const float *)n->at.data
-                        : (double)*(const int32_t *)n->at.data);
-    }
-    fputc('\n', out);
-}
-
-static void print_step(const kiln_node *n, FILE *out)
-{
-    char b[96], prog[1024];
-    if (n->op == KILN_OP_FUSED)
-        fprintf(out, "  %%%d = fused[%s](", n->id,
-                kiln_fused_format(n, prog, sizeof prog));
-    else
-        fprintf(out, "  %%%d = %s(", n->id, kiln_op_table[n->op].name);
-    for (int k = 0; k < n->n_in; k++)
-        fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]->id);
-    fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
-            kiln_shape_str(n->shape, b, sizeof b));
-    if ((n->op == KILN_OP_MATMUL || n->op == KILN_OP_MATMUL_ACC) &&
-        (n->at.trans_a || n->at.trans_b))
-        fprintf(out, " trans_a=%d trans_b=%d", n->at.trans_a, n->at.trans_b);
-    else if (kiln_op_table[n->op].kind == KILN_KIND_REDUCE)
-        fprintf(out, " axes=0x%x%s", n->at.axes,
-                n->at.keepdims ? " keepdims" : "");
-    fputc('\n', out);
+    return f ? f->last->n_steps : -1;
 }
 
 kiln_status kiln_function_print(const kiln_function *f, FILE *out)
 {
     if (!f || !out)
         return kiln_null_arg("kiln_function_print", f ? "stream" : "function");
-    fprintf(out,
-            "function: %d inputs, %d outputs, %d kernels, %zu bytes of "
-            "buffers (%zu with one buffer per value)\n",
-            f->n_in, f->n_out, f->n_steps, f->arena_bytes, f->unplanned_bytes);
-    fprintf(out, "buffers:\n");
-    for (int id = 0; id < f->g->n_nodes; id++)
-        print_buffer(f, f->g->nodes[id], out);
-    fprintf(out, "schedule:\n");
-    for (int i = 0; i < f->n_steps; i++)
-        print_step(f->steps[i].n, out);
-    fprintf(out, "outputs:");
-    for (int i = 0; i < f->n_out; i++)
-        fprintf(out, " %%%d", f->outputs[i]->id);
-    for (int i = 0; i < f->n_assigns; i++)
-        fprintf(out, "%s",
-                i ? ""
-                  : "\nafter the run, assigns copy their values into the "
-                    "variables");
-    fputc('\n', out);
+    kiln_variant_print(f->last, out);
     return KILN_OK;
 }

@@ -1,0 +1,262 @@
+/* Variants: a compile unit through the pass pipeline, its memory plan, and
+   the flat schedule of kernel calls that kiln_run follows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/check.h"
+#include "cpu/dispatch.h"
+#include "graph/fused_program.h"
+#include "runtime/variant.h"
+
+static size_t node_bytes(const kiln_node *n)
+{
+    return (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
+}
+
+/* A copy writing over its own input (in place) has nothing to do, so it
+   gets no step: reshape, stop_gradient, a same-dtype cast, an assign's
+   value. */
+static int is_noop(const kiln_variant *v, const kiln_node *n)
+{
+    if (v->inplace[n->id] < 0 || n->debug)
+        return 0;
+    return n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
+           n->op == KILN_OP_ASSIGN ||
+           (n->op == KILN_OP_CAST && n->dtype == n->in[0]->dtype);
+}
+
+/* Plans the buffers, binds leaves, and builds the schedule. */
+static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
+                        const char *what)
+{
+    kiln_graph *g = v->u.g;
+    kiln_memory_plan mp;
+    if (kiln_plan_memory(&v->u, reuse, &mp) != KILN_OK)
+        return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", what);
+    v->inplace = mp.inplace;
+    v->storage = mp.storage;
+    v->arena_bytes = mp.peak;
+    v->unplanned_bytes = mp.unplanned;
+    size_t n_ptrs = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+        kiln_node *n = g->nodes[id];
+        if (kiln_op_table[n->op].kind != KILN_KIND_LEAF && !is_noop(v, n)) {
+            v->n_steps++;
+            n_ptrs += (size_t)n->n_in;
+        }
+        if (n->op == KILN_OP_ASSIGN)
+            v->n_assigns++;
+    }
+    v->buf = calloc((size_t)g->n_nodes + 1, sizeof *v->buf);
+    v->steps = calloc((size_t)v->n_steps + 1, sizeof *v->steps);
+    v->assigns = calloc((size_t)v->n_assigns + 1, sizeof *v->assigns);
+    v->in_ptrs = calloc(n_ptrs + 1, sizeof *v->in_ptrs);
+    v->arena = aligned_alloc(64, v->arena_bytes + 64);
+    if (!v->buf || !v->steps || !v->assigns || !v->in_ptrs || !v->arena) {
+        free(mp.offset);
+        return kiln_session_fail(s, KILN_ERR_MEMORY,
+                                 "%s: out of memory (%zu bytes)", what,
+                                 v->arena_bytes);
+    }
+    size_t ptr = 0;
+    int si = 0, ai = 0;
+    kiln_status st = KILN_OK;
+    for (int id = 0; id < g->n_nodes && st == KILN_OK; id++) {
+        kiln_node *n = g->nodes[id];
+        if (n->op == KILN_OP_VARIABLE) {
+            kiln_var *var = kiln_session_bind(s, n);
+            if (!var)
+                st = KILN_ERR_SHAPE;
+            else
+                v->buf[id] = var->data;
+        } else if (n->op == KILN_OP_CONSTANT) {
+            v->buf[id] = (void *)n->at.data;
+        } else if (n->op == KILN_OP_INPUT) {
+            v->buf[id] = NULL; /* bound per run */
+        } else {
+            v->buf[id] = v->storage[id] >= 0 ? v->buf[v->storage[id]]
+                                             : (char *)v->arena + mp.offset[id];
+            if (!is_noop(v, n)) {
+                kiln_step *stp = &v->steps[si++];
+                stp->n = n;
+                stp->out = v->buf[id];
+                stp->in = v->in_ptrs + ptr;
+                ptr += (size_t)n->n_in;
+            }
+        }
+        /* an update written into its variable needs no copy */
+        if (n->op == KILN_OP_ASSIGN && v->buf[n->in[0]->id] != v->buf[id])
+            v->assigns[ai++] = (kiln_assignment){v->buf[n->in[0]->id],
+                                                 v->buf[id], node_bytes(n)};
+    }
+    v->n_assigns = ai; /* the copies actually needed */
+    free(mp.offset);
+    return st;
+}
+
+kiln_variant *kiln_variant_new(kiln_session *s, kiln_unit *u, int64_t size,
+                               const kiln_compile_options *opt,
+                               const char *what)
+{
+    char err[KILN_ERRMSG_MAX];
+    kiln_variant *v = calloc(1, sizeof *v);
+    if (!v) {
+        kiln_unit_free(u);
+        kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", what);
+        return NULL;
+    }
+    v->size = size;
+    v->u = *u;
+    *u = (kiln_unit){0};
+    kiln_status st = kiln_passes_run(&v->u, opt, err, sizeof err);
+    if (st != KILN_OK)
+        kiln_session_fail(s, st, "%s: %s", what, err);
+    else
+        st = plan(s, v, opt->plan_memory, what);
+    if (st != KILN_OK) {
+        kiln_variant_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void kiln_variant_free(kiln_variant *v)
+{
+    if (!v)
+        return;
+    kiln_unit_free(&v->u);
+    free(v->buf);
+    free(v->arena);
+    free(v->steps);
+    free(v->assigns);
+    free(v->in_ptrs);
+    free(v->inplace);
+    free(v->storage);
+    free(v);
+}
+
+static int is_leaf(const kiln_node *n)
+{
+    return n->op == KILN_OP_INPUT || n->op == KILN_OP_CONSTANT ||
+           n->op == KILN_OP_VARIABLE;
+}
+
+/* Checks the values kernels rely on (kiln_cpu_check_inputs) where they are
+   leaves (fed inputs, constants, variables) before any kernel runs, so that
+   a refused run leaves the variables as they were even where the plan
+   updates them in place.  Computed values are checked as they are used. */
+static kiln_status check_leaf_values(kiln_session *s, kiln_variant *v)
+{
+    char msg[KILN_ERRMSG_MAX - 16];
+    for (int i = 0; i < v->n_steps; i++) {
+        kiln_step *st = &v->steps[i];
+        for (int k = 0; k < st->n->n_in; k++)
+            st->in[k] = is_leaf(st->n->in[k]) ? v->buf[st->n->in[k]->id] : NULL;
+        if (kiln_cpu_check_inputs(st->n, st->in, msg, sizeof msg) != KILN_OK)
+            return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
+                             kiln_tensor *const *in, kiln_tensor *const *out)
+{
+    for (int i = 0; i < v->u.n_in; i++)
+        v->buf[v->u.inputs[i]->id] = in[i]->data;
+    kiln_status checked = check_leaf_values(s, v);
+    if (checked != KILN_OK)
+        return checked;
+    for (int i = 0; i < v->n_steps; i++) {
+        kiln_step *st = &v->steps[i];
+        char msg[KILN_ERRMSG_MAX - 16];
+        for (int k = 0; k < st->n->n_in; k++)
+            st->in[k] = v->buf[st->n->in[k]->id];
+        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, msg,
+                                sizeof msg) != KILN_OK)
+            return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
+        if (st->n->debug)
+            kiln_debug_print(st->n, st->out, "value");
+    }
+    for (int i = 0; i < v->u.n_out; i++)
+        if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])
+            memcpy(out[i]->data, v->buf[v->u.outputs[i]->id],
+                   kiln_tensor_bytes(out[i]));
+    for (int i = 0; i < v->n_assigns; i++)
+        memcpy(v->assigns[i].dst, v->assigns[i].src, v->assigns[i].bytes);
+    return KILN_OK;
+}
+
+static void print_buffer(const kiln_variant *v, const kiln_node *n, FILE *out)
+{
+    char b[96];
+    const char *kind = n->op == KILN_OP_INPUT      ? "input"
+                       : n->op == KILN_OP_VARIABLE ? "variable"
+                       : n->op == KILN_OP_CONSTANT ? "constant"
+                                                   : NULL;
+    kiln_shape_str(n->shape, b, sizeof b);
+    if (!kind && v->storage[n->id] >= 0) {
+        fprintf(out, "  %%%d: in the storage of variable %%%d %zu bytes %s%s",
+                n->id, v->storage[n->id], node_bytes(n),
+                kiln_dtype_name(n->dtype), b);
+    } else if (!kind) {
+        fprintf(out, "  %%%d: buffer +%zu %zu bytes %s%s", n->id,
+                (size_t)((char *)v->buf[n->id] - (char *)v->arena),
+                node_bytes(n), kiln_dtype_name(n->dtype), b);
+        if (v->inplace[n->id] >= 0)
+            fprintf(out, " (in place of %%%d)", v->inplace[n->id]);
+    } else {
+        fprintf(out, "  %%%d: %s %s %s%s", n->id, kind, kiln_node_name(n),
+                kiln_dtype_name(n->dtype), b);
+        if (n->op == KILN_OP_CONSTANT && kiln_shape_numel(n->shape) == 1)
+            fprintf(out, " = %g",
+                    n->dtype == KILN_F32
+                        ? *(const float *)n->at.data
+                        : (double)*(const int32_t *)n->at.data);
+    }
+    fputc('\n', out);
+}
+
+static void print_step(const kiln_node *n, FILE *out)
+{
+    char b[96], prog[1024];
+    if (n->op == KILN_OP_FUSED)
+        fprintf(out, "  %%%d = fused[%s](", n->id,
+                kiln_fused_format(n, prog, sizeof prog));
+    else
+        fprintf(out, "  %%%d = %s(", n->id, kiln_op_table[n->op].name);
+    for (int k = 0; k < n->n_in; k++)
+        fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]->id);
+    fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
+            kiln_shape_str(n->shape, b, sizeof b));
+    if ((n->op == KILN_OP_MATMUL || n->op == KILN_OP_MATMUL_ACC) &&
+        (n->at.trans_a || n->at.trans_b))
+        fprintf(out, " trans_a=%d trans_b=%d", n->at.trans_a, n->at.trans_b);
+    else if (kiln_op_table[n->op].kind == KILN_KIND_REDUCE)
+        fprintf(out, " axes=0x%x%s", n->at.axes,
+                n->at.keepdims ? " keepdims" : "");
+    fputc('\n', out);
+}
+
+void kiln_variant_print(const kiln_variant *v, FILE *out)
+{
+    const kiln_unit *u = &v->u;
+    fprintf(out,
+            "function: %d inputs, %d outputs, %d kernels, %zu bytes of "
+            "buffers (%zu with one buffer per value)\n",
+            u->n_in, u->n_out, v->n_steps, v->arena_bytes, v->unplanned_bytes);
+    fprintf(out, "buffers:\n");
+    for (int id = 0; id < u->g->n_nodes; id++)
+        print_buffer(v, u->g->nodes[id], out);
+    fprintf(out, "schedule:\n");
+    for (int i = 0; i < v->n_steps; i++)
+        print_step(v->steps[i].n, out);
+    fprintf(out, "outputs:");
+    for (int i = 0; i < u->n_out; i++)
+        fprintf(out, " %%%d", u->outputs[i]->id);
+    for (int i = 0; i < v->n_assigns; i++)
+        fprintf(out, "%s",
+                i ? ""
+                  : "\nafter the run, assigns copy their values into the "
+                    "variables");
+    fputc('\n', out);
+}

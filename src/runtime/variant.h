@@ -1,0 +1,56 @@
+/* A compiled function at one size of its symbolic axes: its unit after the
+   pass pipeline, the memory plan and the flat schedule of kernel calls over
+   buffers in one block allocated when it is built, so that running it
+   allocates nothing.  A function keeps one variant per size it ran at
+   (runtime/function.c). */
+#ifndef KILN_RUNTIME_VARIANT_H
+#define KILN_RUNTIME_VARIANT_H
+
+#include "passes/passes.h"
+#include "runtime/runtime.h"
+
+typedef struct kiln_step {
+    kiln_node *n;
+    void *out;
+    void **in;
+} kiln_step;
+
+typedef struct kiln_assignment {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} kiln_assignment;
+
+typedef struct kiln_variant {
+    int64_t size;       /* the symbolic size, -1 for a function with none */
+    unsigned long used; /* when it last ran: the cache drops the oldest */
+    kiln_unit u;        /* the private graph after the passes */
+    void **buf;         /* by node id of u.g */
+    void *arena;        /* one block for every computed buffer */
+    size_t arena_bytes; /* the memory plan's peak */
+    size_t unplanned_bytes;
+    int *inplace; /* by node id: input whose buffer it reuses, or -1 */
+    int *storage; /* by node id: variable whose storage it is, or -1 */
+    kiln_step *steps;
+    int n_steps;
+    kiln_assignment *assigns;
+    int n_assigns;
+    void **in_ptrs; /* step operand arrays */
+} kiln_variant;
+
+/* Runs the pipeline of opt over u (taken: freed on error) and plans it.
+   NULL on error with the session's error, prefixed by what ("kiln_compile",
+   "kiln_run: at symbolic size 7"). */
+kiln_variant *kiln_variant_new(kiln_session *s, kiln_unit *u, int64_t size,
+                               const kiln_compile_options *opt,
+                               const char *what);
+void kiln_variant_free(kiln_variant *v);
+/* Runs v on in (shapes and dtypes checked by the caller) into out (NULL
+   entries skipped); refuses bad leaf values before any kernel runs, so the
+   variables are untouched then (KILN_ERR_ARG, the session's error). */
+kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
+                             kiln_tensor *const *in, kiln_tensor *const *out);
+/* kiln_function_print's listing of v. */
+void kiln_variant_print(const kiln_variant *v, FILE *out);
+
+#endif
