@@ -39,13 +39,15 @@ static kiln_node *activate(kiln_graph *g, kiln_node *h, int act)
 }
 
 /* X [batch, in] -> hidden layers -> logits [batch, 10]; variables fcK.W and
-   fcK.b, shared by every graph built on the same session. */
+   fcK.b, shared by every graph built on the same session.  The batch is
+   symbolic: functions compiled from the graph run at any batch size. */
 static model build(kiln_graph *g, const mlp_config *c, int batch,
                    int64_t in_dim)
 {
     model m;
-    m.x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(batch, in_dim));
-    m.y = kiln_input(g, "Y", KILN_I32, KILN_SHAPE(batch));
+    m.x = kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(batch, in_dim),
+                         KILN_AXIS(0));
+    m.y = kiln_input_sym(g, "Y", KILN_I32, KILN_SHAPE(batch), KILN_AXIS(0));
     kiln_node *h = m.x;
     int64_t width = in_dim;
     for (int i = 0; i <= c->n_hidden; i++) {
@@ -70,61 +72,71 @@ static model build(kiln_graph *g, const mlp_config *c, int batch,
 }
 
 typedef struct evaluator {
-    kiln_graph *g;
+    kiln_graph *own; /* the graph built for it, if any */
+    kiln_session *s;
     kiln_function *f;
-    kiln_tensor *x, *logits;
+    float *logits; /* EVAL_BATCH rows */
 } evaluator;
 
-static int evaluator_init(evaluator *e, kiln_session *s, const mlp_config *c,
-                          int64_t in_dim)
+/* Compiles the logits of m (in g) for evaluation at any batch size. */
+static int evaluator_init(evaluator *e, kiln_session *s, kiln_graph *g, model m)
 {
-    e->g = kiln_graph_new();
-    model m = build(e->g, c, EVAL_BATCH, in_dim);
-    e->f = kiln_compile(s, e->g, &m.logits, 1, &m.x, 1);
+    e->s = s;
+    e->f = kiln_compile(s, g, &m.logits, 1, &m.x, 1);
     if (!e->f)
         return kiln_tool_fail("%s", kiln_session_error(s));
-    e->x = kiln_tensor_new(KILN_F32, KILN_SHAPE(EVAL_BATCH, in_dim));
-    e->logits = kiln_function_new_output(e->f, 0);
+    if (!(e->logits = malloc(EVAL_BATCH * N_CLASSES * sizeof *e->logits)))
+        return kiln_tool_fail("out of memory");
     return 0;
 }
 
 static void evaluator_free(evaluator *e)
 {
-    kiln_tensor_free(e->x);
-    kiln_tensor_free(e->logits);
-    kiln_graph_free(e->g);
+    free(e->logits);
+    kiln_graph_free(e->own);
 }
 
-/* Test loss and accuracy in batches of EVAL_BATCH, the last one padded.
-   The data set's loader guarantees rows >= 1 and labels in [0, 10). */
+/* Adds batch's loss (summed over its rows) and correct predictions. */
+static void score(const float *z, const int32_t *ys, int64_t rows,
+                  double *total, int64_t *correct)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = z + i * N_CLASSES;
+        int best = 0;
+        for (int k = 1; k < N_CLASSES; k++)
+            best = row[k] > row[best] ? k : best;
+        double sum = 0;
+        for (int k = 0; k < N_CLASSES; k++)
+            sum += exp((double)row[k] - row[best]);
+        *total += -((double)row[ys[i]] - row[best] - log(sum));
+        *correct += best == ys[i];
+    }
+}
+
+/* Test loss and accuracy over every image, in batches of EVAL_BATCH and
+   a last smaller one, read in place from the data set.  The data set's
+   loader guarantees rows >= 1 and labels in [0, 10). */
 static int evaluate(evaluator *e, const kiln_dataset *set, double *loss,
                     double *acc)
 {
     int64_t n = set->count, d = set->rows * set->cols;
-    const float *xs = kiln_tensor_f32(set->images);
+    float *xs = kiln_tensor_f32(set->images);
     const int32_t *ys = kiln_tensor_i32(set->labels);
     double total = 0;
     int64_t correct = 0;
     for (int64_t start = 0; start < n; start += EVAL_BATCH) {
         int64_t rows = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
-        memset(kiln_tensor_f32(e->x), 0,
-               (size_t)(EVAL_BATCH * d) * sizeof(float));
-        memcpy(kiln_tensor_f32(e->x), xs + start * d,
-               (size_t)(rows * d) * sizeof(float));
-        if (kiln_run(e->f, &e->x, &e->logits) != KILN_OK)
-            return 1;
-        const float *z = kiln_tensor_f32(e->logits);
-        for (int64_t i = 0; i < rows; i++) {
-            const float *row = z + i * N_CLASSES;
-            int best = 0;
-            for (int k = 1; k < N_CLASSES; k++)
-                best = row[k] > row[best] ? k : best;
-            double sum = 0;
-            for (int k = 0; k < N_CLASSES; k++)
-                sum += exp((double)row[k] - row[best]);
-            total += -((double)row[ys[start + i]] - row[best] - log(sum));
-            correct += best == ys[start + i];
-        }
+        kiln_tensor *x =
+            kiln_tensor_wrap(KILN_F32, KILN_SHAPE(rows, d), xs + start * d);
+        kiln_tensor *z =
+            kiln_tensor_wrap(KILN_F32, KILN_SHAPE(rows, N_CLASSES), e->logits);
+        kiln_status st = x && z ? kiln_run(e->f, &x, &z) : KILN_ERR_MEMORY;
+        kiln_tensor_free(x);
+        kiln_tensor_free(z);
+        if (st != KILN_OK)
+            return kiln_tool_fail("%s", x && z ? kiln_session_error(e->s)
+                                               : "out of memory");
+        score(e->logits, ys + start, rows, &total, &correct);
     }
     *loss = total / (double)n;
     *acc = (double)correct / (double)n;
@@ -330,6 +342,25 @@ static void trainer_free(trainer *t)
     kiln_session_free(t->s);
 }
 
+/* One step on the first rows of the batch tensors: the whole batch, or
+   the smaller last one of the epoch, by the same function. */
+static kiln_status run_step(trainer *t, int rows, kiln_tensor **out)
+{
+    kiln_tensor *in[2] = {t->xb, t->yb};
+    kiln_shape xs = kiln_tensor_shape(t->xb);
+    if (rows == xs.d[0])
+        return kiln_run(t->step, in, out);
+    xs.d[0] = rows;
+    in[0] = kiln_tensor_wrap(KILN_F32, xs, kiln_tensor_data(t->xb));
+    in[1] =
+        kiln_tensor_wrap(KILN_I32, KILN_SHAPE(rows), kiln_tensor_data(t->yb));
+    kiln_status st =
+        in[0] && in[1] ? kiln_run(t->step, in, out) : KILN_ERR_MEMORY;
+    kiln_tensor_free(in[0]);
+    kiln_tensor_free(in[1]);
+    return st;
+}
+
 static int run_epoch(trainer *t, const mlp_config *c, int epoch,
                      double *train_loss)
 {
@@ -340,9 +371,10 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
                         kiln_batcher_num_batches(t->batches));
     double sum = 0;
     int64_t steps = 0;
-    kiln_tensor *in[2] = {t->xb, t->yb}, *out[2] = {t->loss, NULL};
-    while (kiln_batcher_next(t->batches, t->xb, t->yb) > 0) {
-        if (kiln_run(t->step, in, out) != KILN_OK)
+    kiln_tensor *out[2] = {t->loss, NULL};
+    int rows;
+    while ((rows = kiln_batcher_next(t->batches, t->xb, t->yb)) > 0) {
+        if (run_step(t, rows, out) != KILN_OK)
             return kiln_tool_fail("%s", kiln_session_error(t->s));
         sum += kiln_tensor_f32(t->loss)[0];
         steps++;
@@ -434,6 +466,7 @@ int mlp_train(const mlp_config *c)
                        c->batch, (long long)train.count);
         goto done;
     }
+    per_epoch += train.count % c->batch != 0; /* the last, smaller batch */
     if (!(t.opt = make_optimizer(t.s, c, per_epoch * c->epochs))) {
         kiln_tool_fail("%s", kiln_session_error(t.s));
         goto done;
@@ -444,9 +477,9 @@ int mlp_train(const mlp_config *c)
         kiln_tool_fail("%s", kiln_session_error(t.s));
         goto done;
     }
-    if (evaluator_init(&t.eval, t.s, c, in_dim))
+    if (evaluator_init(&t.eval, t.s, t.g, m))
         goto done;
-    t.batches = kiln_batcher_new(train.images, train.labels, c->batch, 1, 1,
+    t.batches = kiln_batcher_new(train.images, train.labels, c->batch, 1, 0,
                                  (uint64_t)c->seed);
     t.xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(c->batch, in_dim));
     t.yb = kiln_tensor_new(KILN_I32, KILN_SHAPE(c->batch));
@@ -553,7 +586,9 @@ int mlp_eval(const mlp_config *c0)
                        (long long)in_dim, (long long)(test.rows * test.cols));
     } else if (kiln_session_load(s, c.model) != KILN_OK) {
         kiln_tool_fail("%s", kiln_session_error(s));
-    } else if (!evaluator_init(&e, s, &c, in_dim) &&
+    } else if ((e.own = kiln_graph_new()) &&
+               !evaluator_init(&e, s, e.own,
+                               build(e.own, &c, EVAL_BATCH, in_dim)) &&
                !evaluate(&e, &test, &loss, &acc)) {
         printf("test loss: %.4f\ntest accuracy: %.4f\n", loss, acc);
         rc = 0;

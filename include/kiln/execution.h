@@ -91,7 +91,11 @@ kiln_status kiln_session_print_variables(const kiln_session *s, FILE *out);
    Variables are created in s on first use.  NULL on error
    (kiln_session_error; a failed graph's error is copied there), among them
    KILN_ERR_ARG when two assignments of one variable would run in one call
-   (e.g. two optimiser steps): "variable 'W' is assigned twice ...". */
+   (e.g. two optimiser steps): "variable 'W' is assigned twice ...", and
+   KILN_ERR_SHAPE for a graph with symbolic axes in which a node keeps the
+   size fixed ("%2 = add of [128,10] and [128,10] does not follow the
+   symbolic size of the inputs ..."; docs/guide.md, "Symbolic
+   dimensions"). */
 kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
                             kiln_node *const *outputs, int n_out,
                             kiln_node *const *inputs, int n_in);
@@ -99,13 +103,22 @@ kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
    already have its dtype and shape; NULL skips it).  Checks every shape and
    dtype first and changes nothing on error: KILN_ERR_ARG, KILN_ERR_SHAPE or
    KILN_ERR_DTYPE (kiln_session_error; kiln_last_error for a NULL f).
+   Symbolic axes (kiln_input_sym) may have any size >= 0, the same in every
+   input (KILN_ERR_SHAPE naming the two inputs otherwise); the outputs then
+   have that size.  The first run at a size plans it (KILN_ERR_SHAPE naming
+   the node when the graph has no value there, e.g. a max over an empty
+   batch); the last 8 sizes stay planned, and runs at them allocate
+   nothing.
    With the environment variable KILN_PROFILE=1 every kernel call is
    timed and a per-op summary is printed at exit. */
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out);
-/* New tensor shaped like the i-th output of f (NULL when out of range). */
+/* New tensor shaped like the i-th output of f at the size of its symbolic
+   axes it ran at last (at first, the one its graph was built at); NULL
+   when out of range. */
 kiln_tensor *kiln_function_new_output(const kiln_function *f, int i);
-/* Prints the compiled schedule: buffers and one line per kernel call.
+/* Prints the compiled schedule (at the size it ran at last): buffers and
+   one line per kernel call.
    KILN_ERR_ARG (kiln_last_error) on NULL arguments. */
 kiln_status kiln_function_print(const kiln_function *f, FILE *out);
 /* Frees a function (also freed with its session).  NULL is a no-op. */
@@ -180,8 +193,8 @@ kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
                                kiln_node *const *outputs, int n_out,
                                kiln_node *const *inputs, int n_in,
                                const kiln_compile_options *opt);
-/* Bytes of the function's buffer block (the memory plan's peak); 0 for
-   NULL. */
+/* Bytes of the function's buffer block (the memory plan's peak) at the
+   size it ran at last; 0 for NULL. */
 size_t kiln_function_memory(const kiln_function *f);
 /* Bytes the computed values would take with one buffer each (planning
    off); 0 for NULL. */
