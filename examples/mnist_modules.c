@@ -8,8 +8,10 @@
  * layers, softmax, nll_loss_with_softmax_grad, autodiff layer 1 for all its
  * inputs and layer 0 for W and b only, scaled_add_ each weight by -lr times
  * its gradient, host_store the loss.  A progress bar shows the average loss.
- * The test program repeats the forward pass at the test batch size in its
- * own session, receives the trained weights and prints the test accuracy.
+ * The test program repeats the forward pass in its own session, receives
+ * the trained weights and prints the test accuracy.  The streams' batch
+ * axis is symbolic: training runs the last, smaller batch of the epoch and
+ * testing covers every test image, each with the one program compiled.
  *
  * Flags (the document's defaults): --batch-size N (8), --test-batch-size N
  * (80), --epochs N (1), --lr X (0.05); also --steps N (stop training after
@@ -132,15 +134,22 @@ typedef struct train_ir {
     kiln_grad_info *bwd[2];
 } train_ir;
 
+/* shape with its first axis, the batch, symbolic (any size at run time) */
+static kiln_shape batched(kiln_shape shape)
+{
+    shape.sym = KILN_AXIS(0);
+    return shape;
+}
+
 static int build_train_ir(const options *o, train_ir *t)
 {
     t->p = kiln_program_new();
     kiln_graph *g = kiln_program_graph(t->p);
     t->img = kiln_h2d_stream(t->p, "input_stream", KILN_F32,
-                             KILN_SHAPE(o->batch_size, 28, 28));
+                             batched(KILN_SHAPE(o->batch_size, 28, 28)));
     kiln_node *x = kiln_host_load(t->p, t->img, "x");
     t->label = kiln_h2d_stream(t->p, "label_stream", KILN_I32,
-                               KILN_SHAPE(o->batch_size));
+                               batched(KILN_SHAPE(o->batch_size)));
     kiln_node *labels = kiln_host_load(t->p, t->label, "labels");
 
     network_fwd(g, x, &t->net);
@@ -174,10 +183,10 @@ static int build_test_ir(const options *o, test_ir *t)
     t->p = kiln_program_new();
     kiln_graph *g = kiln_program_graph(t->p);
     t->img = kiln_h2d_stream(t->p, "input_stream", KILN_F32,
-                             KILN_SHAPE(o->test_batch_size, 28, 28));
+                             batched(KILN_SHAPE(o->test_batch_size, 28, 28)));
     network_fwd(g, kiln_host_load(t->p, t->img, "x"), &t->net);
     t->out = kiln_d2h_stream(t->p, "output_stream", KILN_F32,
-                             KILN_SHAPE(o->test_batch_size, CLASSES));
+                             batched(KILN_SHAPE(o->test_batch_size, CLASSES)));
     kiln_host_store(t->p, t->out, t->net.y);
     return kiln_graph_status(g) == KILN_OK;
 }
@@ -222,10 +231,27 @@ static void normalise(kiln_tensor *images)
         p[i] = (p[i] - 0.1307f) / 0.3081f;
 }
 
+/* Runs the training program on the first rows of the batch in io. */
+static kiln_status run_rows(train_ir *t, kiln_stream_data *io, int rows)
+{
+    if (rows == kiln_tensor_shape(io[1].tensor).d[0])
+        return kiln_program_run(t->p, io, 3);
+    kiln_stream_data part[3] = {
+        {t->img, kiln_tensor_wrap(KILN_F32, KILN_SHAPE(rows, 28, 28),
+                                  kiln_tensor_data(io[0].tensor))},
+        {t->label, kiln_tensor_wrap(KILN_I32, KILN_SHAPE(rows),
+                                    kiln_tensor_data(io[1].tensor))},
+        io[2]};
+    kiln_status st = kiln_program_run(t->p, part, 3);
+    kiln_tensor_free(part[0].tensor);
+    kiln_tensor_free(part[1].tensor);
+    return st;
+}
+
 static int train(const options *o, train_ir *t, const kiln_tensor *images,
                  const kiln_tensor *labels)
 {
-    kiln_batcher *b = kiln_batcher_new(images, labels, o->batch_size, 1, 1,
+    kiln_batcher *b = kiln_batcher_new(images, labels, o->batch_size, 1, 0,
                                        (uint64_t)o->seed);
     kiln_tensor *xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(o->batch_size, IMG));
     kiln_tensor *img = kiln_tensor_wrap(
@@ -246,8 +272,9 @@ static int train(const options *o, train_ir *t, const kiln_tensor *images,
         kiln_progress_begin(&bar, stderr, label, nb);
         double total = 0;
         int64_t done = 0;
-        while (done < nb && kiln_batcher_next(b, xb, yb) > 0) {
-            if (kiln_program_run(t->p, io, 3) != KILN_OK) {
+        int rows;
+        while (done < nb && (rows = kiln_batcher_next(b, xb, yb)) > 0) {
+            if (run_rows(t, io, rows) != KILN_OK) {
                 fprintf(stderr, "mnist_modules: %s\n",
                         kiln_program_error(t->p));
                 ok = 0;
@@ -294,20 +321,25 @@ static int copy_weights(kiln_session *from, kiln_session *to,
 static double test(const options *o, test_ir *t, const kiln_tensor *images,
                    const kiln_tensor *labels)
 {
-    int bs = o->test_batch_size;
-    kiln_tensor *img = kiln_tensor_new(KILN_F32, KILN_SHAPE(bs, 28, 28));
-    kiln_tensor *out = kiln_tensor_new(KILN_F32, KILN_SHAPE(bs, CLASSES));
-    kiln_stream_data io[2] = {{t->img, img}, {t->out, out}};
     int64_t n = kiln_tensor_shape(images).d[0], correct = 0, seen = 0;
-    for (int64_t start = 0; start + bs <= n; start += bs) {
-        memcpy(kiln_tensor_f32(img), kiln_tensor_f32(images) + start * IMG,
-               (size_t)bs * IMG * sizeof(float));
-        if (kiln_program_run(t->p, io, 2) != KILN_OK) {
+    float *y = malloc((size_t)o->test_batch_size * CLASSES * sizeof *y);
+    for (int64_t start = 0; y && start < n; start += o->test_batch_size) {
+        int64_t bs =
+            n - start < o->test_batch_size ? n - start : o->test_batch_size;
+        kiln_tensor *img =
+            kiln_tensor_wrap(KILN_F32, KILN_SHAPE(bs, 28, 28),
+                             kiln_tensor_f32(images) + start * IMG);
+        kiln_tensor *out =
+            kiln_tensor_wrap(KILN_F32, KILN_SHAPE(bs, CLASSES), y);
+        kiln_stream_data io[2] = {{t->img, img}, {t->out, out}};
+        kiln_status st = kiln_program_run(t->p, io, 2);
+        kiln_tensor_free(img);
+        kiln_tensor_free(out);
+        if (st != KILN_OK) {
             fprintf(stderr, "mnist_modules: %s\n", kiln_program_error(t->p));
             correct = -1;
             break;
         }
-        const float *y = kiln_tensor_f32(out);
         for (int i = 0; i < bs; i++, seen++) {
             int best = 0;
             for (int c = 1; c < CLASSES; c++)
@@ -316,8 +348,7 @@ static double test(const options *o, test_ir *t, const kiln_tensor *images,
             correct += best == kiln_tensor_i32(labels)[start + i];
         }
     }
-    kiln_tensor_free(img);
-    kiln_tensor_free(out);
+    free(y);
     return correct < 0 || !seen ? -1 : (double)correct / (double)seen;
 }
 

@@ -130,7 +130,8 @@ void kiln_program_free(kiln_program *p);
 /* The main graph. */
 kiln_graph *kiln_program_graph(kiln_program *p);
 /* popxl.h2d_stream / d2h_stream: a named stream of dt and shape (NULL with
-   the graph's error on a bad dtype or shape). */
+   the graph's error on a bad dtype or shape).  Axes marked in shape.sym are
+   symbolic (kiln_input_sym): a run feeds them at any size. */
 kiln_stream *kiln_h2d_stream(kiln_program *p, const char *name, kiln_dtype dt,
                              kiln_shape shape);
 kiln_stream *kiln_d2h_stream(kiln_program *p, const char *name, kiln_dtype dt,

@@ -140,9 +140,15 @@ kiln_node *kiln_clone_into(kiln_graph *g, const kiln_node *n,
         return kiln_node_set_trainable(
             kiln_variable(g, n->name, n->dtype, n->shape, n->at.init),
             n->at.trainable);
-    if (n->op == KILN_OP_CONSTANT)
-        return kiln_node_set_name(
-            kiln_constant(g, n->dtype, n->shape, n->at.data), n->name);
+    if (n->op == KILN_OP_CONSTANT) {
+        kiln_node *c = kiln_constant(g, n->dtype, n->shape, n->at.data);
+        if (c->op == KILN_OP_CONSTANT) { /* a fill or count keeps following
+                                            the symbolic size */
+            c->shape.sym = n->shape.sym;
+            c->at.count = n->at.count;
+        }
+        return kiln_node_set_name(c, n->name);
+    }
     kiln_node *stack[8] = {0};
     kiln_node **ins =
         n->n_in <= 8 ? stack : calloc((size_t)n->n_in, sizeof *ins);
