@@ -51,10 +51,12 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
 
 /* New empty graph; NULL only when out of memory. */
 kiln_graph *kiln_graph_new(void);
-/* Frees the graph and every node in it.  NULL is a no-op. */
+/* Frees the graph and every node in it; sessions that ran it reclaim their
+   run state of it when they next run a new graph.  NULL is a no-op. */
 void kiln_graph_free(kiln_graph *g);
-/* Drops every node (one arena reset) and clears the error; variables live in
-   sessions and are kept.  A node pointer kept from before the clear is
+/* Drops every node (one arena reset) and clears the error; every session's
+   values of the graph are dropped, its variables and settings for the graph
+   kept.  A node pointer kept from before the clear is
    refused by builders (graph error "...: operand node %3 was built before
    kiln_graph_clear") and by the run-time functions, and reads as NULL;
    detection is certain for nodes of the build just cleared. */

@@ -87,8 +87,8 @@ kiln_optimizer *kiln_optimizer_new(kiln_session *s,
 void kiln_optimizer_free(kiln_optimizer *o);
 /* Run-time form (Marian's opt->update(graph)): after kiln_backward on g,
    updates every trainable variable of g that has a gradient, by adding the
-   update nodes to g and computing them.  KILN_ERR_STATE when g has no
-   backward pass (or one with another session, or stale gradients) or the
+   update nodes to g and computing them.  KILN_ERR_STATE when the
+   optimiser's session has no backward pass of g (or stale gradients) or the
    optimiser's session was freed (kiln_last_error); other errors as
    kiln_forward (kiln_session_error). */
 kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g);
