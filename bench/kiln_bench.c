@@ -114,7 +114,7 @@ typedef struct trainer {
 static void trainer_init_ex(trainer *t, const net *m, int batch, int logreg,
                             int plan)
 {
-    kiln_session_options so = {1, 0};
+    kiln_session_options so = {.seed = 1};
     t->s = kiln_session_new(&so);
     t->g = kiln_graph_new();
     t->m = logreg ? build_logreg(t->g, batch) : build_mlp(t->g, m, batch);

@@ -16,10 +16,12 @@
  * optimisers, programs, computations) are used by one thread at a time.
  * Separate sessions on separate graphs may run in separate threads at once:
  * each gives bitwise the values it gives run alone, since every run splits
- * its work by its own session's thread count, never by timing.  The
- * process-wide setters kiln_set_num_threads and kiln_set_flush_denormals
- * are safe to call at any time and only give the defaults of sessions made
- * afterwards.  The log level and callback (kiln_set_logging_level,
+ * its work by its own session's thread count, never by timing.  Execution
+ * settings (threads, kernel choice, denormal mode, profile, debug stream)
+ * belong to each session (kiln_session_options and the session setters);
+ * the process-wide setters kiln_set_num_threads, kiln_set_flush_denormals,
+ * kiln_set_reference_kernels and kiln_set_debug_stream are safe to call at
+ * any time and only give the defaults of sessions made afterwards.  The log level and callback (kiln_set_logging_level,
  * kiln_set_logging_callback) are the only other global state: set them before
  * starting threads; the callback is called on the thread that logs, so it
  * must be thread-safe when sessions run in several threads.

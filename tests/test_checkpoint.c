@@ -27,7 +27,7 @@ typedef struct run {
 
 static void run_init(run *r, uint64_t seed)
 {
-    kiln_session_options so = {seed, 1};
+    kiln_session_options so = {.seed = seed, .threads = 1};
     r->s = kiln_session_new(&so);
     r->g = kiln_graph_new();
     kiln_graph *g = r->g;

@@ -14,7 +14,6 @@
    The tests do not need PyTorch. */
 #include "test_helpers.h"
 
-#include "cpu/dispatch.h" /* kiln_cpu_use_reference */
 #include "graph/graph.h" /* kiln_node_make: a gradient node alone */
 
 /* ---------------------------------------------------------------- paths */
@@ -78,7 +77,7 @@ static kiln_status run_path(path p, kiln_session *s, const leaf *lv, int nl,
     }
     build(g, x, out);
     th_assert_graph_ok(g);
-    kiln_cpu_use_reference(uses_reference(p));
+    kiln_session_set_reference_kernels(s, uses_reference(p));
     kiln_status st;
     for (int k = 0; k < n_out; k++)
         t[k] = NULL;
@@ -103,7 +102,7 @@ static kiln_status run_path(path p, kiln_session *s, const leaf *lv, int nl,
         st = kiln_run(f, feed, t);
         kiln_function_free(f);
     }
-    kiln_cpu_use_reference(0);
+    kiln_session_set_reference_kernels(s, 0);
     for (int i = 0; i < nl; i++)
         kiln_tensor_free(feed[i]);
     kiln_graph_free(g);
@@ -178,10 +177,9 @@ static void expect_backward(const char *what, const leaf *lv, int nl,
                                  kiln_init_values((const float *)lv[i].data));
         }
         build(g, x, out);
-        kiln_cpu_use_reference(ref);
+        kiln_session_set_reference_kernels(s, ref);
         if (kiln_backprop(s, g, out[0]) != KILN_OK)
             fail_msg("%s: kiln_backprop: %s", what, kiln_session_error(s));
-        kiln_cpu_use_reference(0);
         for (int i = 0; i < nl; i++) {
             kiln_tensor *gt = kiln_node_grad(s, x[i]);
             assert_non_null(gt);

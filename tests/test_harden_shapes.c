@@ -607,15 +607,15 @@ static void test_zero_size_ops(void **state)
          KILN_SHAPE(0, 3), {0}, 0, {{0}}},
     };
     /* clang-format on */
-    int saved = kiln_cpu_use_reference(-1);
+    int saved = kiln_set_reference_kernels(-1);
     for (int ref = 0; ref < 2; ref++) {
-        kiln_cpu_use_reference(ref);
+        kiln_set_reference_kernels(ref);
         for (size_t i = 0; i < sizeof zcases / sizeof *zcases; i++) {
             z_compiled(&zcases[i]);
             z_dynamic(&zcases[i]);
         }
     }
-    kiln_cpu_use_reference(saved);
+    kiln_set_reference_kernels(saved);
 }
 
 /* Reductions that have no value over an empty axis are refused when built,
@@ -681,9 +681,9 @@ static void test_zero_size_refused(void **state)
 static void test_softmax_ce_no_classes_kernel(void **state)
 {
     (void)state;
-    int saved = kiln_cpu_use_reference(-1);
+    int saved = kiln_set_reference_kernels(-1);
     for (int ref = 0; ref < 2; ref++) {
-        kiln_cpu_use_reference(ref);
+        kiln_set_reference_kernels(ref);
         kiln_graph *g = kiln_graph_new();
         float dummy = 0;
         kiln_node *x = kiln_constant(g, KILN_F32, KILN_SHAPE(3, 0), &dummy);
@@ -699,7 +699,7 @@ static void test_softmax_ce_no_classes_kernel(void **state)
         kiln_session_free(s);
         kiln_graph_free(g);
     }
-    kiln_cpu_use_reference(saved);
+    kiln_set_reference_kernels(saved);
 }
 
 /* ------------------------------------------------------------ elsewhere */

@@ -154,7 +154,7 @@ static void read_vars(job *j, kiln_session *s)
 static void *run_job(void *arg)
 {
     job *j = arg;
-    kiln_session_options so = {j->seed, j->threads};
+    kiln_session_options so = {.seed = j->seed, .threads = j->threads};
     kiln_session *s = kiln_session_new(&so);
     kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(j->batch, j->in));
     kiln_tensor *y =
@@ -368,8 +368,10 @@ static void test_session_threads_option(void **state)
 {
     (void)state;
     kiln_set_num_threads(3);
-    kiln_session_options o1 = {1, 1}, o2 = {1, 2}, o0 = {1, 0},
-                         big = {1, 100000};
+    kiln_session_options o1 = {.seed = 1, .threads = 1},
+                         o2 = {.seed = 1, .threads = 2},
+                         o0 = {.seed = 1, .threads = 0},
+                         big = {.seed = 1, .threads = 100000};
     kiln_session *s1 = kiln_session_new(&o1), *s2 = kiln_session_new(&o2),
                  *s0 = kiln_session_new(&o0), *sb = kiln_session_new(&big),
                  *sn = kiln_session_new(NULL);
@@ -414,7 +416,7 @@ static void test_session_threads_option(void **state)
 static void test_session_threads_negative(void **state)
 {
     (void)state;
-    kiln_session_options o = {1, -2};
+    kiln_session_options o = {.seed = 1, .threads = -2};
     assert_null(kiln_session_new(&o));
     assert_non_null(strstr(kiln_last_error(), "threads is -2"));
 }

@@ -83,7 +83,7 @@ static void check_node_tol(const kiln_node *n, void **in, int exact,
     kiln_shape_str(n->shape, shape, sizeof shape);
     for (size_t t = 0; t < sizeof THREADS / sizeof *THREADS; t++) {
         kiln_set_num_threads(THREADS[t]);
-        kiln_cpu_use_reference(0);
+        kiln_set_reference_kernels(0);
         memset(got, 0xA5, bytes);
         float *out = got;
         if (inplace) {
@@ -520,9 +520,9 @@ static void test_matmul_acc(void **state)
 static void test_switches(void **state)
 {
     (void)state;
-    assert_int_equal(kiln_cpu_use_reference(1), 1);
-    assert_int_equal(kiln_cpu_use_reference(-1), 1);
-    assert_int_equal(kiln_cpu_use_reference(0), 0);
+    assert_int_equal(kiln_set_reference_kernels(1), 1);
+    assert_int_equal(kiln_set_reference_kernels(-1), 1);
+    assert_int_equal(kiln_set_reference_kernels(0), 0);
     assert_int_equal(kiln_set_flush_denormals(-1), 1);
     assert_int_equal(kiln_set_flush_denormals(0), 0);
     assert_int_equal(kiln_set_flush_denormals(1), 1);

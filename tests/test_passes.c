@@ -64,7 +64,8 @@ static kiln_tensor *random_feed(kiln_rng *r, const kiln_node *n)
 static void run_config(const net *m, const kiln_compile_options *o,
                        uint64_t feed_seed, results *res)
 {
-    kiln_session_options so = {7, m->threads ? m->threads : 1};
+    kiln_session_options so = {.seed = 7,
+                               .threads = m->threads ? m->threads : 1};
     kiln_session *s = kiln_session_new(&so);
     kiln_function *f =
         kiln_compile_ex(s, m->g, m->out, m->n_out, m->in, m->n_in, o);

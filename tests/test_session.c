@@ -111,7 +111,7 @@ static void test_initialisers(void **state)
 {
     (void)state;
     enum { N = 4000 };
-    kiln_session_options o = {123, 1};
+    kiln_session_options o = {.seed = 123, .threads = 1};
     kiln_session *s1 = kiln_session_new(&o), *s2 = kiln_session_new(&o);
     kiln_shape sh = KILN_SHAPE(40, 100);
     assert_int_equal(kiln_session_declare(s1, "u", KILN_F32, sh,

@@ -454,7 +454,8 @@ int mlp_train(const mlp_config *c)
     kiln_set_num_threads(c->threads);
     int64_t in_dim = train.rows * train.cols;
     trainer t = {0};
-    kiln_session_options so = {(uint64_t)c->seed, c->threads};
+    kiln_session_options so = {.seed = (uint64_t)c->seed,
+                               .threads = c->threads};
     t.s = kiln_session_new(&so);
     t.g = kiln_graph_new();
     model m = build(t.g, c, c->batch, in_dim);

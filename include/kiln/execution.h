@@ -9,16 +9,34 @@ KILN_DECLS_BEGIN
 
 /* ---------------------------------------------- sessions */
 
+/* A session's execution context: how its runs execute kernels.  Each
+   session has its own, so sessions on different threads never change each
+   other's settings, results or speed.  The process-wide setters below
+   (kiln_set_num_threads ...) and the environment (KILN_REFERENCE,
+   KILN_PROFILE) only give the defaults of sessions made afterwards. */
 typedef struct kiln_session_options {
     uint64_t seed; /* initialiser RNG seed (default 42 when options NULL) */
     int threads;   /* kernel threads of the session's runs, the caller
                       included; 0 = the process default (kiln_set_num_threads,
                       else one per core); above 256 means 256 */
+    /* The three switches: 1 on, -1 off, 0 the process default. */
+    int reference_kernels; /* run the reference kernels (plain loops that
+                              define each op) instead of the fast ones;
+                              default kiln_set_reference_kernels */
+    int flush_denormals;   /* default kiln_set_flush_denormals (on) */
+    int profile;           /* time every kernel call (see
+                              kiln_session_print_profile); default on when
+                              the environment sets KILN_PROFILE=1, and such
+                              a session prints its table to stderr when
+                              freed */
+    FILE *debug_stream;    /* where kiln_debug output of the session's runs
+                              goes; NULL: kiln_set_debug_stream's, else the
+                              log */
 } kiln_session_options;
 
-/* New session; NULL options gives defaults.  It keeps the thread count and
-   denormal mode it was made with.  NULL (kiln_last_error) when out of
-   memory or threads is negative. */
+/* New session; NULL options gives defaults.  NULL (kiln_last_error) when
+   out of memory or an option is out of range (threads negative, a switch
+   not -1, 0 or 1). */
 kiln_session *kiln_session_new(const kiln_session_options *opt);
 /* Threads the session's runs split kernels over (0 for NULL). */
 int kiln_session_threads(const kiln_session *s);
@@ -27,21 +45,51 @@ int kiln_session_threads(const kiln_session *s);
    programs and optimisers on it then fail with KILN_ERR_STATE, so each may
    be freed before or after it.  NULL is a no-op. */
 void kiln_session_free(kiln_session *s);
-/* Message of the last error of the session ("" when none). */
+/* Message of the session's last failed call: "" when the last call on the
+   session that can fail succeeded (see "Errors" in kiln.h). */
 const char *kiln_session_error(const kiln_session *s);
 /* The session's initialiser RNG (so a checkpoint can save and restore it). */
 kiln_rng *kiln_session_rng(kiln_session *s);
 
-/* Sets the default thread count of sessions made from now on (n <= 0: one
-   per core; at most 256); running and existing sessions keep theirs.
-   Matrix products run on Kiln's threads (OpenBLAS is set to one thread).
-   Returns the new default. */
+/* The session's settings in force: the seed it was made with, its thread
+   count, 1 or -1 for each switch and its debug stream (NULL: the log).
+   KILN_ERR_ARG (kiln_last_error) for NULL arguments. */
+kiln_status kiln_session_get_options(const kiln_session *s,
+                                     kiln_session_options *opt);
+/* Change one setting of the session's later runs (n as the threads option;
+   on 1 or 0).  KILN_ERR_ARG for a negative n (the session's error) or a
+   NULL s (kiln_last_error); profiling on gives KILN_ERR_MEMORY when its
+   table cannot be allocated.  Turning profiling off drops the table. */
+kiln_status kiln_session_set_threads(kiln_session *s, int n);
+kiln_status kiln_session_set_reference_kernels(kiln_session *s, int on);
+kiln_status kiln_session_set_flush_denormals(kiln_session *s, int on);
+kiln_status kiln_session_set_profiling(kiln_session *s, int on);
+kiln_status kiln_session_set_debug_stream(kiln_session *s, FILE *out);
+/* Prints the session's kernel profile to out: one row per kernel (node,
+   op and shape) with its total time, share, calls and time per call, most
+   time first.  KILN_ERR_STATE when profiling is off, KILN_ERR_ARG
+   (kiln_last_error) for NULL arguments. */
+kiln_status kiln_session_print_profile(kiln_session *s, FILE *out);
+/* Kernel calls the session's profile holds; -1 when profiling is off or s
+   is NULL. */
+long kiln_session_profile_calls(const kiln_session *s);
+
+/* Process-wide defaults of sessions made from now on; running and existing
+   sessions keep theirs.  Sets the thread count (n <= 0: one per core; at
+   most 256).  Matrix products run on Kiln's threads (OpenBLAS is set to one
+   thread).  Returns the new default. */
 int kiln_set_num_threads(int n);
-/* Sets whether sessions made from now on flush denormal results and inputs
-   to zero while kernels run (1, the default: they are rounding noise in
-   training and cost 100x in time) or keep IEEE behaviour (0); -1 only
-   reads.  Returns the default in force. */
+/* Sets whether sessions flush denormal results and inputs to zero while
+   kernels run (1, the default: they are rounding noise in training and cost
+   100x in time) or keep IEEE behaviour (0); -1 only reads.  Returns the
+   default in force. */
 int kiln_set_flush_denormals(int on);
+/* Sets whether sessions run the reference kernels (1) or the fast ones (0,
+   the default unless the environment sets KILN_REFERENCE=1); -1 only reads.
+   Returns the default in force. */
+int kiln_set_reference_kernels(int on);
+/* Sets where sessions send kiln_debug output (NULL: the log). */
+void kiln_set_debug_stream(FILE *out);
 
 /* Number of variables and the i-th one's description. */
 int kiln_session_num_variables(const kiln_session *s);
@@ -109,8 +157,7 @@ kiln_function *kiln_compile(kiln_session *s, kiln_graph *g,
    the node when the graph has no value there, e.g. a max over an empty
    batch); the last 8 sizes stay planned, and runs at them allocate
    nothing.
-   With the environment variable KILN_PROFILE=1 every kernel call is
-   timed and a per-op summary is printed at exit. */
+   A profiling session times every kernel call (kiln_session_print_profile). */
 kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
                      kiln_tensor *const *out);
 /* New tensor shaped like the i-th output of f at the size of its symbolic
@@ -323,15 +370,13 @@ kiln_status kiln_session_set_check_finite(kiln_session *s, kiln_graph *g,
    with "...").  Like kiln_checkpoint, the mark is part of the model: every
    session running the graph prints it, and compiled functions keep the
    node (no fusion through it).  The lines go to the log (callback or
-   stderr) whatever the log level, or to the debug stream when one is set.
-   Returns n (a NULL or poisoned n as is). */
+   stderr) whatever the log level, or to the debug stream of the session
+   that runs n when it has one.  Returns n (a NULL or poisoned n as is). */
 kiln_node *kiln_debug(kiln_node *n, const char *msg);
 /* Prints a tensor in the same layout, without timestamps, to out; limit 0
    omits the values.  NULL t or out prints nothing. */
 void kiln_tensor_print(const kiln_tensor *t, const char *msg, int limit,
                        FILE *out);
-/* Where debug output goes instead of the log (NULL = the log). */
-void kiln_set_debug_stream(FILE *out);
 
 KILN_DECLS_END
 #endif /* KILN_EXECUTION_H */

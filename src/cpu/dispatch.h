@@ -6,20 +6,15 @@
 #include "cpu/threads.h"
 
 /* Checks n's inputs (kiln_cpu_check_inputs), then runs node n's kernel under
-   ctx (NULL: the process defaults as they are now): the fast one unless the
-   reference is forced, with denormals flushed to zero while it runs when
-   ctx says so.  Returns the check's status; the kernel does not run when it
-   fails. */
+   ctx (NULL: the process defaults as they are now): the fast one unless ctx
+   asks for the reference, with denormals flushed to zero while it runs and
+   the call timed into ctx's profile when ctx says so.  Returns the check's
+   status; the kernel does not run when it fails. */
 kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
                                 void *out, void *const *in, char *msg,
                                 size_t len);
 /* kiln_cpu_run_kernel with the process defaults. */
 kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,
                           char *msg, size_t len);
-
-/* Forces the reference kernels (1) or the fast ones (0); -1 only reads.
-   Starts from the environment: KILN_REFERENCE=1 forces the reference.
-   Returns the setting in force. */
-int kiln_cpu_use_reference(int on);
 
 #endif

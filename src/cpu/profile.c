@@ -1,18 +1,17 @@
-/* KILN_PROFILE=1: every kernel call is timed, and at exit a table of the
-   kernels by total time goes to stderr.  Calls are grouped by node id, op
-   and shape, so a compiled function's steps and the nodes of a dynamic
-   graph rebuilt every step each get one row. */
-#include <pthread.h>
+/* Kernel profiles: every kernel call of a profiling session's runs is
+   timed into the session's table.  Calls are grouped by node id, op and
+   shape, so a compiled function's steps and the nodes of a dynamic graph
+   rebuilt every step each get one row.  The table belongs to one session,
+   used by one thread at a time, so it needs no lock. */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "graph/fused_program.h"
 #include "cpu/profile.h"
+#include "graph/fused_program.h"
 
-enum { MAX_ROWS = 4096, DESC = 200 };
+enum { FIRST_ROWS = 64, MAX_ROWS = 4096, DESC = 200 };
 
 typedef struct row {
     int id;
@@ -23,23 +22,33 @@ typedef struct row {
     char desc[DESC];
 } row;
 
-static struct {
-    pthread_mutex_t lock;
+struct kiln_profile {
     row *rows;
-    int n, dropped;
-} prof = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+    int n, cap, dropped;
+};
 
-static atomic_int enabled = -1;
-
-int kiln_profile_enabled(void)
+int kiln_profile_env(void)
 {
-    int v = atomic_load_explicit(&enabled, memory_order_relaxed);
+    static atomic_int env = -1;
+    int v = atomic_load_explicit(&env, memory_order_relaxed);
     if (v < 0) {
         const char *e = getenv("KILN_PROFILE");
         v = e && *e && strcmp(e, "0") != 0;
-        atomic_store(&enabled, v);
+        atomic_store(&env, v);
     }
     return v;
+}
+
+kiln_profile *kiln_profile_new(void)
+{
+    return calloc(1, sizeof(kiln_profile));
+}
+
+void kiln_profile_free(kiln_profile *p)
+{
+    if (p)
+        free(p->rows);
+    free(p);
 }
 
 double kiln_profile_now(void)
@@ -55,32 +64,34 @@ static int by_time_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static void print_profile(void)
+long kiln_profile_calls(const kiln_profile *p)
 {
-    pthread_mutex_lock(&prof.lock);
-    double total = 0;
     long calls = 0;
-    for (int i = 0; i < prof.n; i++) {
-        total += prof.rows[i].seconds;
-        calls += prof.rows[i].calls;
-    }
-    qsort(prof.rows, (size_t)prof.n, sizeof *prof.rows, by_time_desc);
-    fprintf(stderr,
+    for (int i = 0; i < p->n; i++)
+        calls += p->rows[i].calls;
+    return calls;
+}
+
+void kiln_profile_print(kiln_profile *p, FILE *out)
+{
+    double total = 0;
+    for (int i = 0; i < p->n; i++)
+        total += p->rows[i].seconds;
+    if (p->n)
+        qsort(p->rows, (size_t)p->n, sizeof *p->rows, by_time_desc);
+    fprintf(out,
             "KILN_PROFILE: %ld kernel calls, %.3f ms in kernels\n"
             "%10s %6s %9s %10s  kernel\n",
-            calls, 1e3 * total, "total ms", "%", "calls", "us/call");
-    for (int i = 0; i < prof.n; i++) {
-        const row *r = &prof.rows[i];
-        fprintf(stderr, "%10.3f %6.1f %9ld %10.2f  %s\n", 1e3 * r->seconds,
+            kiln_profile_calls(p), 1e3 * total, "total ms", "%", "calls",
+            "us/call");
+    for (int i = 0; i < p->n; i++) {
+        const row *r = &p->rows[i];
+        fprintf(out, "%10.3f %6.1f %9ld %10.2f  %s\n", 1e3 * r->seconds,
                 total > 0 ? 100 * r->seconds / total : 0.0, r->calls,
                 1e6 * r->seconds / (double)r->calls, r->desc);
     }
-    if (prof.dropped)
-        fprintf(stderr, "(%d kernels not shown: table full)\n", prof.dropped);
-    free(prof.rows);
-    prof.rows = NULL;
-    prof.n = 0;
-    pthread_mutex_unlock(&prof.lock);
+    if (p->dropped)
+        fprintf(out, "(%d kernel calls not shown: table full)\n", p->dropped);
 }
 
 static void describe(const kiln_node *n, char *buf)
@@ -95,35 +106,35 @@ static void describe(const kiln_node *n, char *buf)
              n->op == KILN_OP_FUSED ? "]" : "", shape);
 }
 
-void kiln_profile_record(const kiln_node *n, double seconds)
+/* A new row for n, or NULL when the table is full or out of memory. */
+static row *add_row(kiln_profile *p, const kiln_node *n)
 {
-    pthread_mutex_lock(&prof.lock);
-    if (!prof.rows) {
-        prof.rows = calloc(MAX_ROWS, sizeof *prof.rows);
-        if (!prof.rows) {
-            pthread_mutex_unlock(&prof.lock);
-            return;
-        }
-        atexit(print_profile);
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : FIRST_ROWS;
+        row *rows =
+            cap <= MAX_ROWS ? realloc(p->rows, cap * sizeof *rows) : NULL;
+        if (!rows)
+            return NULL;
+        p->rows = rows;
+        p->cap = cap;
     }
+    row *r = &p->rows[p->n++];
+    *r = (row){.id = n->id, .op = n->op, .shape = n->shape};
+    describe(n, r->desc);
+    return r;
+}
+
+void kiln_profile_record(kiln_profile *p, const kiln_node *n, double seconds)
+{
     int i = 0;
-    while (i < prof.n &&
-           !(prof.rows[i].id == n->id && prof.rows[i].op == n->op &&
-             kiln_shape_equal(prof.rows[i].shape, n->shape)))
+    while (i < p->n && !(p->rows[i].id == n->id && p->rows[i].op == n->op &&
+                         kiln_shape_equal(p->rows[i].shape, n->shape)))
         i++;
-    if (i == prof.n) {
-        if (prof.n == MAX_ROWS) {
-            prof.dropped++;
-            pthread_mutex_unlock(&prof.lock);
-            return;
-        }
-        row *r = &prof.rows[prof.n++];
-        r->id = n->id;
-        r->op = n->op;
-        r->shape = n->shape;
-        describe(n, r->desc);
+    row *r = i < p->n ? &p->rows[i] : add_row(p, n);
+    if (!r) {
+        p->dropped++;
+        return;
     }
-    prof.rows[i].calls++;
-    prof.rows[i].seconds += seconds;
-    pthread_mutex_unlock(&prof.lock);
+    r->calls++;
+    r->seconds += seconds;
 }

@@ -4,6 +4,8 @@
    that run reads: kernels get their thread count and denormal mode from the
    run, never from these defaults. */
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cpu/threads.h"
@@ -12,6 +14,10 @@
 static atomic_int default_threads;
 /* Flush denormals to zero in kernels (FTZ and DAZ); on by default. */
 static atomic_int default_flush = 1;
+/* -1 until first read from KILN_REFERENCE. */
+static atomic_int default_reference = -1;
+/* kiln_set_debug_stream; NULL: the log. */
+static _Atomic(FILE *) default_debug;
 
 static _Thread_local const kiln_exec_ctx *current;
 static _Thread_local int shares_seen = 1;
@@ -41,10 +47,33 @@ int kiln_set_flush_denormals(int on)
     return atomic_load(&default_flush);
 }
 
+int kiln_set_reference_kernels(int on)
+{
+    if (on >= 0) {
+        atomic_store(&default_reference, on ? 1 : 0);
+        return on ? 1 : 0;
+    }
+    int v = atomic_load(&default_reference);
+    if (v < 0) {
+        const char *e = getenv("KILN_REFERENCE");
+        v = e && *e && strcmp(e, "0") != 0;
+        atomic_store(&default_reference, v);
+    }
+    return v;
+}
+
+void kiln_set_debug_stream(FILE *out)
+{
+    atomic_store(&default_debug, out);
+}
+
 kiln_exec_ctx kiln_exec_defaults(void)
 {
     int n = atomic_load(&default_threads);
-    return (kiln_exec_ctx){n > 0 ? n : cores(), atomic_load(&default_flush)};
+    return (kiln_exec_ctx){.threads = n > 0 ? n : cores(),
+                           .flush_denormals = atomic_load(&default_flush),
+                           .reference = kiln_set_reference_kernels(-1),
+                           .debug = atomic_load(&default_debug)};
 }
 
 const kiln_exec_ctx *kiln_exec_enter(const kiln_exec_ctx *ctx)

@@ -1,4 +1,5 @@
-/* Execution contexts: how a run's kernels execute (threads, denormals),
+/* Execution contexts: how a run's kernels execute (threads, denormals,
+   kernel choice, profile, debug stream),
    the process-wide defaults new sessions copy, and the context of the
    kernel running on each thread.  A leaf of cpu/: it uses nothing else. */
 #ifndef KILN_CPU_THREADS_H
@@ -7,19 +8,25 @@
 #include "graph/graph.h"
 
 /* How one run (kiln_run, kiln_forward, kiln_backward...) executes its
-   kernels, fixed by its session when the session was made: kernels read it
-   from the run, never from process-wide settings that another thread may
-   change mid-run.  Work is split into shares by threads alone, so a run's
-   results never depend on timing or on other sessions running. */
+   kernels: its session's execution context, passed down with each kernel
+   call.  Kernels read it from the run, never from process-wide settings
+   that another thread may change mid-run.  Work is split into shares by
+   threads alone, so a run's results never depend on timing or on other
+   sessions running. */
+struct kiln_profile;
 typedef struct kiln_exec_ctx {
     int threads;         /* kernel threads, the caller included: 1 to 256 */
     int flush_denormals; /* FTZ and DAZ while kernels run */
+    int reference;       /* 1: the reference kernels, 0: the fast ones */
+    struct kiln_profile *profile; /* non-NULL: each kernel call timed in it */
+    FILE *debug; /* where kiln_debug output goes; NULL: the log */
 } kiln_exec_ctx;
 
 #define KILN_MAX_THREADS 256
 
 /* The process-wide defaults new sessions take (kiln_set_num_threads,
-   kiln_set_flush_denormals). */
+   kiln_set_flush_denormals, kiln_set_reference_kernels and KILN_REFERENCE,
+   kiln_set_debug_stream); no profile. */
 kiln_exec_ctx kiln_exec_defaults(void);
 
 /* The execution context of the kernel running on this thread (set by

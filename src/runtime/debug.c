@@ -15,13 +15,6 @@
 
 #define EDGE 3
 
-static FILE *debug_stream;
-
-void kiln_set_debug_stream(FILE *out)
-{
-    debug_stream = out;
-}
-
 /* A growing text buffer on the stack first. */
 typedef struct text {
     char *p;
@@ -141,12 +134,12 @@ void kiln_tensor_print(const kiln_tensor *t, const char *msg, int limit,
     summary(out, head, NULL, t->dtype, t->shape, t->data, limit);
 }
 
-void kiln_debug_print(const kiln_node *n, const void *data, const char *what)
+void kiln_debug_print(FILE *out, const kiln_node *n, const void *data,
+                      const char *what)
 {
     char head[KILN_ERRMSG_MAX];
     snprintf(head, sizeof head, "%s %s",
              strcmp(what, "gradient") == 0 ? "Debug Grad:" : "Debug:",
              n->debug_msg && *n->debug_msg ? n->debug_msg : kiln_node_name(n));
-    summary(debug_stream, head, kiln_op_table[n->op].name, n->dtype, n->shape,
-            data, -1);
+    summary(out, head, kiln_op_table[n->op].name, n->dtype, n->shape, data, -1);
 }

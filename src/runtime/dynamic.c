@@ -250,7 +250,7 @@ static kiln_status run_nodes(kiln_run_ctx *r, int first)
         if (st != KILN_OK)
             return st;
         if (n->debug && id < r->grad_first)
-            kiln_debug_print(n, rs->value[id], "value");
+            kiln_debug_print(r->s->exec.debug, n, rs->value[id], "value");
         if (r->last_use && rs->checkpointing)
             kiln_ckpt_release_after(r, n);
     }
@@ -372,7 +372,7 @@ kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
     for (int id = loss->id; id >= 0; id--) {
         const kiln_node *n = g->nodes[id], *d = r.rs->grad[id];
         if (n->debug && d && r.rs->value[d->id])
-            kiln_debug_print(n, r.rs->value[d->id], "gradient");
+            kiln_debug_print(s->exec.debug, n, r.rs->value[d->id], "gradient");
     }
     return KILN_OK;
 }

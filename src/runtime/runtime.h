@@ -31,7 +31,9 @@ struct kiln_session {
     kiln_var *vars;
     int n_vars, cap_vars;
     kiln_rng rng;
-    kiln_exec_ctx exec; /* how its runs execute kernels, fixed at creation */
+    uint64_t seed;         /* the initialiser seed it was made with */
+    kiln_exec_ctx exec;    /* how its runs execute kernels (runtime/exec.c) */
+    int profile_to_stderr; /* profiling from KILN_PROFILE: print when freed */
     char err[KILN_ERRMSG_MAX];
     kiln_function **funcs;
     int n_funcs, cap_funcs;
@@ -56,6 +58,16 @@ void kiln_session_detach(kiln_session *s, void *holder);
 void *kiln_session_next_holder(const kiln_session *s,
                                kiln_session_forget_fn forget, int *cursor);
 
+/* Sets up s->exec (and s->seed) from opt and the process defaults;
+   KILN_ERR_ARG or KILN_ERR_MEMORY with kiln_last_error. */
+kiln_status kiln_session_exec_init(kiln_session *s,
+                                   const kiln_session_options *opt);
+/* Frees the profile, printing it first when it came from KILN_PROFILE. */
+void kiln_session_exec_free(kiln_session *s);
+
+/* Clears the session's message: called first by each call on it that can
+   fail, so that a success leaves "" (the rule in kiln.h). */
+void kiln_session_clear_error(kiln_session *s);
 /* Records the session's error message and returns st. */
 kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
                               ...) KILN_PRINTF(3, 4);
@@ -89,7 +101,9 @@ void kiln_run_free_all(kiln_session *s);
 int kiln_dynamic_trained(kiln_session *s, kiln_graph *g, const char *fn,
                          kiln_node **vars, kiln_node **grads);
 
-/* Prints a debug summary of a node's value (what = "value"/"gradient"). */
-void kiln_debug_print(const kiln_node *n, const void *data, const char *what);
+/* Prints a debug summary of a node's value (what = "value"/"gradient") to
+   out, or to the log when out is NULL. */
+void kiln_debug_print(FILE *out, const kiln_node *n, const void *data,
+                      const char *what);
 
 #endif

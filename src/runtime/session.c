@@ -24,30 +24,18 @@ static atomic_uint_fast64_t last_session_id;
 
 kiln_session *kiln_session_new(const kiln_session_options *opt)
 {
-    int threads = opt ? opt->threads : 0;
-    if (threads < 0) {
-        kiln_set_last_error("kiln_session_new: threads is %d: give 0 for the "
-                            "default or a count from 1",
-                            threads);
-        return NULL;
-    }
     kiln_session *s = calloc(1, sizeof *s);
     if (!s) {
         kiln_set_last_error("kiln_session_new: out of memory");
         return NULL;
     }
+    if (kiln_session_exec_init(s, opt) != KILN_OK) {
+        free(s);
+        return NULL;
+    }
     s->id = (uint64_t)atomic_fetch_add(&last_session_id, 1) + 1;
-    kiln_rng_seed(&s->rng, opt ? opt->seed : 42);
-    s->exec = kiln_exec_defaults();
-    if (threads > 0)
-        s->exec.threads =
-            threads < KILN_MAX_THREADS ? threads : KILN_MAX_THREADS;
+    kiln_rng_seed(&s->rng, s->seed);
     return s;
-}
-
-int kiln_session_threads(const kiln_session *s)
-{
-    return s ? s->exec.threads : 0;
 }
 
 void kiln_session_free(kiln_session *s)
@@ -71,6 +59,7 @@ void kiln_session_free(kiln_session *s)
     if (s->index)
         free(s->index->slots);
     free(s->index);
+    kiln_session_exec_free(s);
     free(s);
 }
 
@@ -124,6 +113,11 @@ kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
     va_end(ap);
     kiln_set_last_error("%s", s->err);
     return st;
+}
+
+void kiln_session_clear_error(kiln_session *s)
+{
+    s->err[0] = 0;
 }
 
 const char *kiln_session_error(const kiln_session *s)

@@ -175,7 +175,7 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
                                 sizeof msg) != KILN_OK)
             return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
-            kiln_debug_print(st->n, st->out, "value");
+            kiln_debug_print(s->exec.debug, st->n, st->out, "value");
     }
     for (int i = 0; i < v->u.n_out; i++)
         if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])
