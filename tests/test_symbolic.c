@@ -2,6 +2,42 @@
    functions that run one graph at every batch size. */
 #include "test_helpers.h"
 
+/* Every allocation of the library and of this file goes through these
+   (-Wl,--wrap, tests/CMakeLists.txt), which count them. */
+static long allocations;
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__real_aligned_alloc(size_t align, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+void *__wrap_aligned_alloc(size_t align, size_t size);
+
+void *__wrap_malloc(size_t size)
+{
+    allocations++;
+    return __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    allocations++;
+    return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t size)
+{
+    allocations++;
+    return __real_realloc(p, size);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t size)
+{
+    allocations++;
+    return __real_aligned_alloc(align, size);
+}
+
 static unsigned sym_of(const kiln_node *n)
 {
     return kiln_node_shape(n).sym;
@@ -265,6 +301,49 @@ static void test_training_step_by_hand(void **state)
     kiln_session_free(s);
 }
 
+/* A run at a size seen before allocates nothing; a new size plans (and
+   allocates) once. */
+static void test_seen_sizes_allocate_nothing(void **state)
+{
+    (void)state;
+    kiln_session *s = kiln_session_new(NULL);
+    net m = build_net(4, 1);
+    kiln_node *ins[2] = {m.x, m.y};
+    kiln_function *f = kiln_compile(s, m.g, m.out, 4, ins, 2);
+    assert_non_null(f);
+    const int64_t sizes[3] = {3, 9, 4};
+    kiln_tensor *x[3], *y[3], *out[3][4];
+    for (int k = 0; k < 3; k++) {
+        x[k] = kiln_tensor_new(KILN_F32, KILN_SHAPE(sizes[k], IN));
+        y[k] = kiln_tensor_new(KILN_I32, KILN_SHAPE(sizes[k]));
+        feed(x[k], y[k], 7);
+        kiln_shape shapes[4] = {KILN_SHAPE(sizes[k], OUT), KILN_SCALAR,
+                                KILN_SHAPE(OUT), KILN_SHAPE(IN, OUT)};
+        for (int i = 0; i < 4; i++)
+            out[k][i] = kiln_tensor_new(KILN_F32, shapes[i]);
+    }
+    long before = allocations;
+    for (int k = 0; k < 2; k++) {
+        kiln_tensor *in[2] = {x[k], y[k]};
+        assert_int_equal(kiln_run(f, in, out[k]), KILN_OK);
+    }
+    assert_true(allocations > before); /* sizes 3 and 9 were new */
+    before = allocations;
+    for (int r = 0; r < 6; r++) {
+        kiln_tensor *in[2] = {x[r % 3], y[r % 3]};
+        assert_int_equal(kiln_run(f, in, out[r % 3]), KILN_OK);
+    }
+    assert_int_equal(allocations, before);
+    for (int k = 0; k < 3; k++) {
+        kiln_tensor_free(x[k]);
+        kiln_tensor_free(y[k]);
+        for (int i = 0; i < 4; i++)
+            kiln_tensor_free(out[k][i]);
+    }
+    kiln_graph_free(m.g);
+    kiln_session_free(s);
+}
+
 /* A graph that keeps the size it was built at cannot run at another: the
    compiler names the node. */
 static void test_baked_size_refused(void **state)
@@ -356,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_sym_input_refused),
         cmocka_unit_test(test_any_batch_matches_fixed),
         cmocka_unit_test(test_training_step_by_hand),
+        cmocka_unit_test(test_seen_sizes_allocate_nothing),
         cmocka_unit_test(test_baked_size_refused),
         cmocka_unit_test(test_empty_batch),
     };
