@@ -420,6 +420,12 @@ static void test_empty_batch(void **state)
     th_assert_close_f("mean", kiln_tensor_f32(o[0]),
                       (float[]){2.0f / 3, 1.0f / 3}, 2, 1e-6, 0);
     th_assert_close_f("max", kiln_tensor_f32(o[1]), (float[]){4, 2}, 2, 0, 0);
+    /* an input of another rank gives no size: its shape is refused */
+    kiln_tensor *x1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(6));
+    assert_int_equal(kiln_run(f, &x1, o), KILN_ERR_SHAPE);
+    assert_string_equal(kiln_session_error(s),
+                        "kiln_run: input 0 ('X') wants f32[3,2], got f32[6]");
+    kiln_tensor_free(x1);
     kiln_tensor_free(x0);
     kiln_tensor_free(x3);
     kiln_tensor_free(o[0]);

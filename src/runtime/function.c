@@ -404,7 +404,10 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
             return kiln_session_fail(s, KILN_ERR_ARG,
                                      "kiln_run: input %d ('%s') is not fed", i,
                                      kiln_node_name(f->last->u.inputs[i]));
-    if (fed_size(f, in, &size) != KILN_OK || !(v = variant_at(f, size)))
+    if (fed_size(f, in, &size) != KILN_OK)
+        return KILN_ERR_SHAPE;
+    /* no input of the right rank to give a size: check_tensor says which */
+    if (!(v = size < 0 ? f->last : variant_at(f, size)))
         return KILN_ERR_SHAPE;
     for (int i = 0; i < f->n_in; i++) {
         kiln_status st = check_tensor(s, v->u.inputs[i], in[i], "input", i);
