@@ -5,6 +5,7 @@
    error paths. */
 #include "test_helpers.h"
 
+#include "cpu/dispatch.h"
 #include "passes/passes.h"
 
 /* ------------------------------------------------------------ harness */
@@ -858,10 +859,13 @@ static void plan_program(const net *m, int passes, int reuse,
     p->outputs = calloc(MAX_IO, sizeof *p->outputs);
     p->inputs = calloc(MAX_IO, sizeof *p->inputs);
     kiln_compile_options o = kiln_compile_defaults();
-    assert_int_equal(kiln_rewrite(&src, p, &o, NULL, NULL, NULL), KILN_OK);
+    assert_int_equal(kiln_rewrite(&src, p, &o, NULL, NULL, NULL, NULL),
+                     KILN_OK);
     char err[256];
     if (passes)
-        assert_int_equal(kiln_passes_run(p, &o, err, sizeof err), KILN_OK);
+        assert_int_equal(
+            kiln_passes_run(p, &o, kiln_cpu_run_reference, err, sizeof err),
+            KILN_OK);
     assert_int_equal(kiln_plan_memory(p, reuse, mp), KILN_OK);
 }
 

@@ -5,6 +5,7 @@
 #include "cpu/dispatch.h"
 #include "cpu/fast.h"
 #include "cpu/fpu.h"
+#include "cpu/kernels.h"
 #include "cpu/profile.h"
 
 kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
@@ -36,6 +37,17 @@ kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
     kiln_fpu_leave(saved);
     kiln_exec_leave(prev);
     return KILN_OK;
+}
+
+kiln_status kiln_cpu_run_reference(const kiln_node *n, void *out,
+                                   void *const *in)
+{
+    if (!kiln_ref_kernels[n->op])
+        return KILN_ERR_ARG;
+    kiln_status st = kiln_cpu_check_inputs(n, in, NULL, 0);
+    if (st == KILN_OK)
+        kiln_ref_kernels[n->op](n, out, in);
+    return st;
 }
 
 kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,

@@ -17,4 +17,12 @@ kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
 kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,
                           char *msg, size_t len);
 
+/* Checks n's inputs (kiln_cpu_check_inputs), then runs its reference kernel
+   on the calling thread, outside any run: what constant folding evaluates
+   with (the runtime hands it to the pass pipeline as its kiln_eval_fn).
+   The check's status, or KILN_ERR_ARG for a node without a kernel (a
+   leaf). */
+kiln_status kiln_cpu_run_reference(const kiln_node *n, void *out,
+                                   void *const *in);
+
 #endif

@@ -123,7 +123,7 @@ static kiln_node *merge(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
 }
 
 kiln_status kiln_pass_cse(const kiln_unit *in, kiln_unit *out,
-                          const kiln_compile_options *opt)
+                          const kiln_compile_options *opt, kiln_eval_fn eval)
 {
     table t;
     size_t cap = 16;
@@ -133,7 +133,7 @@ kiln_status kiln_pass_cse(const kiln_unit *in, kiln_unit *out,
     t.mask = cap - 1;
     if (!t.slot)
         return KILN_ERR_MEMORY;
-    kiln_status st = kiln_rewrite(in, out, opt, NULL, merge, &t);
+    kiln_status st = kiln_rewrite(in, out, opt, eval, NULL, merge, &t);
     free(t.slot);
     return st;
 }

@@ -5,7 +5,7 @@
 #include "passes/passes.h"
 
 kiln_status kiln_pass_dce(const kiln_unit *in, kiln_unit *out,
-                          const kiln_compile_options *opt)
+                          const kiln_compile_options *opt, kiln_eval_fn eval)
 {
     kiln_graph *g = in->g;
     unsigned char *live = calloc((size_t)g->n_nodes + 1, 1);
@@ -19,7 +19,7 @@ kiln_status kiln_pass_dce(const kiln_unit *in, kiln_unit *out,
         if (live[id])
             for (int k = 0; k < g->nodes[id]->n_in; k++)
                 live[g->nodes[id]->in[k]->id] = 1;
-    kiln_status st = kiln_rewrite(in, out, opt, live, NULL, NULL);
+    kiln_status st = kiln_rewrite(in, out, opt, eval, live, NULL, NULL);
     free(live);
     return st;
 }

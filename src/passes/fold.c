@@ -1,18 +1,16 @@
 /* Constant folding: a node whose inputs are all constants is evaluated now,
-   with the reference kernel, into a constant, when the result is small
-   (at most fold_max_elements) so folding never bloats the graph. */
+   through the evaluator the pipeline's caller gave (the runtime's runs the
+   reference kernel), into a constant, when the result is small (at most
+   fold_max_elements) so folding never bloats the graph. */
 #include <string.h>
 
-#include "cpu/check.h"
-#include "cpu/kernels.h"
 #include "passes/passes.h"
 
 static int foldable(const kiln_node *old, kiln_node *const *in, int64_t max)
 {
     kiln_op_kind k = kiln_op_table[old->op].kind;
     if (k == KILN_KIND_LEAF || k == KILN_KIND_STATE || old->debug ||
-        !old->n_in || !kiln_ref_kernels[old->op] ||
-        kiln_shape_numel(old->shape) > max)
+        !old->n_in || kiln_shape_numel(old->shape) > max)
         return 0;
     for (int i = 0; i < old->n_in; i++)
         if (in[i]->op != KILN_OP_CONSTANT)
@@ -22,7 +20,7 @@ static int foldable(const kiln_node *old, kiln_node *const *in, int64_t max)
 
 static kiln_node *fold(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
 {
-    if (!foldable(old, in, rw->opt->fold_max_elements))
+    if (!rw->eval || !foldable(old, in, rw->opt->fold_max_elements))
         return NULL;
     kiln_graph *g = rw->out->g;
     enum { MAX_IN = 64 };
@@ -31,19 +29,18 @@ static kiln_node *fold(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
     void *data[MAX_IN];
     for (int i = 0; i < old->n_in; i++)
         data[i] = (void *)in[i]->at.data;
-    /* the kernel reads shapes through n->in, so it sees the new inputs */
+    /* the evaluator reads shapes through n->in, so it sees the new inputs */
     kiln_node tmp = *old;
     tmp.in = in;
-    /* values the kernel refuses stay unfolded: the run reports them */
-    if (kiln_cpu_check_inputs(&tmp, data, NULL, 0) != KILN_OK)
-        return NULL;
     size_t bytes =
         (size_t)kiln_shape_numel(old->shape) * kiln_dtype_size(old->dtype);
     void *value = kiln_graph_alloc(g, bytes + 1);
     if (!value)
         return kiln_graph_fail(g, KILN_ERR_MEMORY,
                                "kiln_compile: out of memory");
-    kiln_ref_kernels[old->op](&tmp, value, data);
+    /* values the evaluator refuses stay unfolded: the run reports them */
+    if (rw->eval(&tmp, value, data) != KILN_OK)
+        return NULL;
     kiln_node *c =
         kiln_node_make(g, KILN_OP_CONSTANT, old->dtype, old->shape, NULL, 0);
     if (c->op != KILN_OP_ERROR) {
@@ -54,7 +51,7 @@ static kiln_node *fold(kiln_rewriter *rw, const kiln_node *old, kiln_node **in)
 }
 
 kiln_status kiln_pass_fold(const kiln_unit *in, kiln_unit *out,
-                           const kiln_compile_options *opt)
+                           const kiln_compile_options *opt, kiln_eval_fn eval)
 {
-    return kiln_rewrite(in, out, opt, NULL, fold, NULL);
+    return kiln_rewrite(in, out, opt, eval, NULL, fold, NULL);
 }

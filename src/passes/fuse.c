@@ -331,7 +331,7 @@ done:
 }
 
 kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
-                           const kiln_compile_options *opt)
+                           const kiln_compile_options *opt, kiln_eval_fn eval)
 {
     int n = in->g->n_nodes;
     fusion f = {in->g, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
@@ -353,7 +353,7 @@ kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
         for (int id = 0; id < n; id++)
             keep[id] = !f.n_land[id] && (f.group[id] < 0 || f.group[id] == id ||
                                          f.size[f.group[id]] < 2);
-        st = kiln_rewrite(in, out, opt, keep, fuse_group, &f);
+        st = kiln_rewrite(in, out, opt, eval, keep, fuse_group, &f);
     }
     free(f.group);
     free(f.size);

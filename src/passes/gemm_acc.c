@@ -122,7 +122,8 @@ static kiln_node *rewrite(kiln_rewriter *rw, const kiln_node *old,
 }
 
 kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
-                               const kiln_compile_options *opt)
+                               const kiln_compile_options *opt,
+                               kiln_eval_fn eval)
 {
     const kiln_graph *g = in->g;
     int n = g->n_nodes;
@@ -151,7 +152,7 @@ kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
                 keep[r->in[k]->id] = 0;
         keep[m->mm] = 0;
     }
-    s = kiln_rewrite(in, out, opt, keep, rewrite, &st);
+    s = kiln_rewrite(in, out, opt, eval, keep, rewrite, &st);
 done:
     free(uses);
     free(keep);

@@ -23,29 +23,43 @@ kiln_status kiln_unit_alloc(kiln_unit *q, int n_out, int n_in);
 /* Frees the graph and the arrays of p and zeroes it. */
 void kiln_unit_free(kiln_unit *p);
 
+/* Computes node n into out from its inputs' values in[0..n_in-1]
+   (contiguous, row-major) as a run would.  KILN_OK, or another status when
+   n cannot be evaluated (a leaf, or input values its kernel refuses), out
+   then unspecified.  Whoever runs the passes supplies it (the runtime runs
+   the reference kernels), so that passes never call a kernel: constant
+   folding evaluates through it. */
+typedef kiln_status (*kiln_eval_fn)(const kiln_node *n, void *out,
+                                    void *const *in);
+
 /* Builds out (an empty graph with outputs/inputs arrays of in's sizes) from
-   in.  Errors go to out->g (kiln_graph_fail) or are returned. */
+   in, evaluating nodes (if at all) with eval, which may be NULL: then
+   nothing is folded.  Errors go to out->g (kiln_graph_fail) or are
+   returned. */
 typedef kiln_status (*kiln_pass_fn)(const kiln_unit *in, kiln_unit *out,
-                                    const kiln_compile_options *opt);
+                                    const kiln_compile_options *opt,
+                                    kiln_eval_fn eval);
 
 kiln_status kiln_pass_dce(const kiln_unit *in, kiln_unit *out,
-                          const kiln_compile_options *opt);
+                          const kiln_compile_options *opt, kiln_eval_fn eval);
 kiln_status kiln_pass_cse(const kiln_unit *in, kiln_unit *out,
-                          const kiln_compile_options *opt);
+                          const kiln_compile_options *opt, kiln_eval_fn eval);
 kiln_status kiln_pass_fold(const kiln_unit *in, kiln_unit *out,
-                           const kiln_compile_options *opt);
+                           const kiln_compile_options *opt, kiln_eval_fn eval);
 kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
-                               const kiln_compile_options *opt);
+                               const kiln_compile_options *opt,
+                               kiln_eval_fn eval);
 kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
-                           const kiln_compile_options *opt);
+                           const kiln_compile_options *opt, kiln_eval_fn eval);
 kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
-                               const kiln_compile_options *opt);
+                               const kiln_compile_options *opt,
+                               kiln_eval_fn eval);
 
 /* Runs the pipeline of opt over p, replacing p->g (and its arrays' nodes)
-   by the final graph.  On error writes a message into err and leaves p
-   valid (its graph is the last good one). */
+   by the final graph; eval as for kiln_pass_fn.  On error writes a message
+   into err and leaves p valid (its graph is the last good one). */
 kiln_status kiln_passes_run(kiln_unit *p, const kiln_compile_options *opt,
-                            char *err, size_t err_len);
+                            kiln_eval_fn eval, char *err, size_t err_len);
 /* Checks opt (pass names, limits); KILN_ERR_ARG with a message in err. */
 kiln_status kiln_passes_check_options(const kiln_compile_options *opt,
                                       char *err, size_t err_len);
@@ -104,6 +118,7 @@ typedef struct kiln_rewriter {
     kiln_unit *out;
     kiln_node **map;
     const kiln_compile_options *opt;
+    kiln_eval_fn eval;
     void *state;
 } kiln_rewriter;
 
@@ -114,9 +129,10 @@ typedef kiln_node *(*kiln_rewrite_fn)(kiln_rewriter *rw, const kiln_node *old,
                                       kiln_node **in);
 
 /* Rewrites every node of in for which keep is NULL or keep[id] is set, in
-   order, with fn (NULL: plain copy), then maps the outputs and inputs. */
+   order, with fn (NULL: plain copy), then maps the outputs and inputs.
+   fn finds opt, eval and state in its kiln_rewriter. */
 kiln_status kiln_rewrite(const kiln_unit *in, kiln_unit *out,
-                         const kiln_compile_options *opt,
+                         const kiln_compile_options *opt, kiln_eval_fn eval,
                          const unsigned char *keep, kiln_rewrite_fn fn,
                          void *state);
 /* Number of uses of each node of p (by node id, counting every input edge

@@ -95,15 +95,15 @@ void kiln_unit_free(kiln_unit *p)
 
 /* Runs one pass from p into a new unit; replaces p on success. */
 static kiln_status run_pass(kiln_unit *p, const pass_entry *pe,
-                            const kiln_compile_options *o, char *err,
-                            size_t len)
+                            const kiln_compile_options *o, kiln_eval_fn eval,
+                            char *err, size_t len)
 {
     kiln_unit q;
     if (kiln_unit_alloc(&q, p->n_out, p->n_in) != KILN_OK) {
         snprintf(err, len, "out of memory in pass '%s'", pe->name);
         return KILN_ERR_MEMORY;
     }
-    kiln_status st = pe->run(p, &q, o);
+    kiln_status st = pe->run(p, &q, o, eval);
     char why[KILN_ERRMSG_MAX];
     if (st == KILN_OK)
         st = kiln_unit_validate(&q, why, sizeof why);
@@ -122,7 +122,7 @@ static kiln_status run_pass(kiln_unit *p, const pass_entry *pe,
 }
 
 kiln_status kiln_passes_run(kiln_unit *p, const kiln_compile_options *o,
-                            char *err, size_t len)
+                            kiln_eval_fn eval, char *err, size_t len)
 {
     kiln_status st = kiln_passes_check_options(o, err, len);
     if (st != KILN_OK)
@@ -140,7 +140,7 @@ kiln_status kiln_passes_run(kiln_unit *p, const kiln_compile_options *o,
         if (!*(const int *)((const char *)o + pe->flag))
             continue;
         int before = p->g->n_nodes;
-        if ((st = run_pass(p, pe, o, err, len)) != KILN_OK)
+        if ((st = run_pass(p, pe, o, eval, err, len)) != KILN_OK)
             return st;
         if (dump) {
             fprintf(dump, "--- IR after %s (%d -> %d nodes)\n", pe->name,

@@ -7,12 +7,12 @@
 #include "passes/passes.h"
 
 kiln_status kiln_rewrite(const kiln_unit *in, kiln_unit *out,
-                         const kiln_compile_options *opt,
+                         const kiln_compile_options *opt, kiln_eval_fn eval,
                          const unsigned char *keep, kiln_rewrite_fn fn,
                          void *state)
 {
     kiln_graph *g = out->g;
-    kiln_rewriter rw = {in, out, NULL, opt, state};
+    kiln_rewriter rw = {in, out, NULL, opt, eval, state};
     rw.map = calloc((size_t)in->g->n_nodes + 1, sizeof *rw.map);
     kiln_node **ins = NULL;
     int cap = 0;

@@ -191,7 +191,8 @@ static kiln_node *simplify(kiln_rewriter *rw, const kiln_node *old,
 }
 
 kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
-                               const kiln_compile_options *opt)
+                               const kiln_compile_options *opt,
+                               kiln_eval_fn eval)
 {
-    return kiln_rewrite(in, out, opt, NULL, simplify, NULL);
+    return kiln_rewrite(in, out, opt, eval, NULL, simplify, NULL);
 }

@@ -84,7 +84,8 @@ kiln_status kiln_unit_specialise(const kiln_unit *u, int64_t size,
         snprintf(err, len, "out of memory");
         return KILN_ERR_MEMORY;
     }
-    kiln_status st = kiln_rewrite(u, out, NULL, NULL, specialise_node, &size);
+    kiln_status st =
+        kiln_rewrite(u, out, NULL, NULL, NULL, specialise_node, &size);
     if (st != KILN_OK)
         snprintf(err, len, "%s", out->g->err);
     else

@@ -108,7 +108,8 @@ kiln_variant *kiln_variant_new(kiln_session *s, kiln_unit *u, int64_t size,
     v->size = size;
     v->u = *u;
     *u = (kiln_unit){0};
-    kiln_status st = kiln_passes_run(&v->u, opt, err, sizeof err);
+    kiln_status st =
+        kiln_passes_run(&v->u, opt, kiln_cpu_run_reference, err, sizeof err);
     if (st != KILN_OK)
         kiln_session_fail(s, st, "%s: %s", what, err);
     else
