@@ -496,7 +496,7 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_ERROR NULL
 
 const kiln_kernel_fn kiln_ref_kernels[KILN_OP_COUNT] = {
-#define X(op, name, arity, kind) [KILN_OP_##op] = ref_##op,
+#define X(op, ...) [KILN_OP_##op] = ref_##op,
 #include "graph/ops.def"
 #undef X
 };

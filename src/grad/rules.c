@@ -256,19 +256,11 @@ RULE(CONCAT)
 
 static kiln_node *mm(kiln_graph *g, kiln_node *a, kiln_node *b, int ta, int tb)
 {
-    kiln_shape sa = a->shape, sb = b->shape, out;
-    kiln_shape ba = sa, bb = sb;
-    ba.ndim -= 2;
-    bb.ndim -= 2;
-    kiln_shape_broadcast(ba, bb, &out);
-    out.d[out.ndim++] = sa.d[sa.ndim - (ta ? 1 : 2)];
-    out.d[out.ndim++] = sb.d[sb.ndim - (tb ? 2 : 1)];
     kiln_node *in[2] = {a, b};
-    kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
-    r->at.trans_a = ta;
-    r->at.trans_b = tb;
-    kiln_node_derive_sym(r);
-    return r;
+    kiln_node p = {.op = KILN_OP_MATMUL, .n_in = 2, .in = in};
+    p.at.trans_a = ta;
+    p.at.trans_b = tb;
+    return kiln_node_build(g, "grad", &p);
 }
 
 /* C = op(A) op(B): d op(A) = adj op(B)^T and d op(B) = op(A)^T adj, with
@@ -345,7 +337,7 @@ RULE(SOFTMAX_CE_GRAD)
 #define grad_ERROR NULL
 
 const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT] = {
-#define X(op, name, arity, kind) [KILN_OP_##op] = grad_##op,
+#define X(op, ...) [KILN_OP_##op] = grad_##op,
 #include "graph/ops.def"
 #undef X
 };

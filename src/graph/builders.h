@@ -17,6 +17,13 @@ int kiln_graph_norm_axis(kiln_graph *g, const char *fn, int axis, int ndim);
 int kiln_graph_check_shape(kiln_graph *g, const char *fn, kiln_shape s);
 int kiln_graph_check_dtype(kiln_graph *g, const char *fn, kiln_dtype dt);
 
+/* For the shape rules (graph/infer*.c): writes why and returns st. */
+kiln_status kiln_infer_why(char *why, size_t len, kiln_status st,
+                           const char *fmt, ...) KILN_PRINTF(4, 5);
+/* KILN_OK when inputs [first, first + count) of n are f32; else why. */
+kiln_status kiln_infer_f32(const kiln_node *n, int first, int count, char *why,
+                           size_t len);
+
 #define check_f32 kiln_graph_check_f32
 #define norm_axis kiln_graph_norm_axis
 #define check_shape kiln_graph_check_shape

@@ -9,43 +9,15 @@ kiln_node *kiln_matmul(kiln_graph *g, kiln_node *a, kiln_node *b, int trans_a,
                        int trans_b)
 {
     const char *fn = "kiln_matmul";
-    char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
         return kiln_null_graph(fn);
-    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
-        !check_f32(g, fn, a) || !check_f32(g, fn, b))
+    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b))
         return &g->poison;
-    kiln_shape sa = a->shape, sb = b->shape;
-    if (sa.ndim < 2 || sb.ndim < 2)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: %s x %s: operands need 2 or more dims", fn,
-                               S(sa, b1), S(sb, b2));
-    int64_t m = sa.d[sa.ndim - (trans_a ? 1 : 2)];
-    int64_t ka = sa.d[sa.ndim - (trans_a ? 2 : 1)];
-    int64_t kb = sb.d[sb.ndim - (trans_b ? 1 : 2)];
-    int64_t nn = sb.d[sb.ndim - (trans_b ? 2 : 1)];
-    if (ka != kb)
-        return kiln_graph_fail(
-            g, KILN_ERR_SHAPE,
-            "%s: %s%s x %s%s: inner dimensions differ (%lld vs "
-            "%lld)",
-            fn, S(sa, b1), trans_a ? "^T" : "", S(sb, b2), trans_b ? "^T" : "",
-            (long long)ka, (long long)kb);
-    kiln_shape ba = sa, bb = sb, out;
-    ba.ndim -= 2;
-    bb.ndim -= 2;
-    if (!kiln_shape_broadcast(ba, bb, &out))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: batch dims of %s and %s do not broadcast",
-                               fn, S(sa, b1), S(sb, b2));
-    out.d[out.ndim++] = m;
-    out.d[out.ndim++] = nn;
     kiln_node *in[2] = {a, b};
-    kiln_node *r = kiln_node_make(g, KILN_OP_MATMUL, KILN_F32, out, in, 2);
-    r->at.trans_a = trans_a != 0;
-    r->at.trans_b = trans_b != 0;
-    kiln_node_derive_sym(r);
-    return r;
+    kiln_node p = {.op = KILN_OP_MATMUL, .n_in = 2, .in = in};
+    p.at.trans_a = trans_a != 0;
+    p.at.trans_b = trans_b != 0;
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_dot(kiln_graph *g, kiln_node *a, kiln_node *b, int n)
@@ -102,20 +74,9 @@ kiln_node *kiln_one_hot(kiln_graph *g, kiln_node *labels, int depth)
         return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, labels))
         return &g->poison;
-    if (labels->dtype != KILN_I32)
-        return kiln_graph_fail(g, KILN_ERR_DTYPE,
-                               "%s: labels have dtype %s, expected i32", fn,
-                               kiln_dtype_name(labels->dtype));
-    if (depth <= 0)
-        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: depth %d must be positive",
-                               fn, depth);
-    if (labels->shape.ndim >= KILN_MAX_DIMS)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: too many dims", fn);
-    kiln_shape out = labels->shape;
-    out.d[out.ndim++] = depth;
-    kiln_node *n = kiln_node_make(g, KILN_OP_ONEHOT, KILN_F32, out, &labels, 1);
-    n->at.depth = depth;
-    return n;
+    kiln_node p = {.op = KILN_OP_ONEHOT, .n_in = 1, .in = &labels};
+    p.at.depth = depth;
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
@@ -125,7 +86,8 @@ kiln_node *kiln_cast(kiln_graph *g, kiln_node *x, kiln_dtype dt)
     if (!kiln_graph_check(g, "kiln_cast", x) ||
         !check_dtype(g, "kiln_cast", dt))
         return &g->poison;
-    return kiln_node_make(g, KILN_OP_CAST, dt, x->shape, &x, 1);
+    kiln_node p = {.op = KILN_OP_CAST, .dtype = dt, .n_in = 1, .in = &x};
+    return kiln_node_build(g, "kiln_cast", &p);
 }
 
 kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x)
@@ -134,5 +96,6 @@ kiln_node *kiln_stop_gradient(kiln_graph *g, kiln_node *x)
         return kiln_null_graph(__func__);
     if (!kiln_graph_check(g, "kiln_stop_gradient", x))
         return &g->poison;
-    return kiln_node_make(g, KILN_OP_STOPGRAD, x->dtype, x->shape, &x, 1);
+    kiln_node p = {.op = KILN_OP_STOPGRAD, .n_in = 1, .in = &x};
+    return kiln_node_build(g, "kiln_stop_gradient", &p);
 }

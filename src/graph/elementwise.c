@@ -5,18 +5,26 @@
 /* ---------------------------------------------------------------- elementwise
  */
 
+/* A node of op on inputs in, by the op's shape rule. */
+static kiln_node *map_op(kiln_graph *g, kiln_op op, kiln_node **in, int n_in,
+                         const char *fn)
+{
+    kiln_node p = {.op = op, .n_in = n_in, .in = in};
+    return kiln_node_build(g, fn, &p);
+}
+
 kiln_node *kiln_unary_op(kiln_graph *g, kiln_op op, kiln_node *x)
 {
-    return kiln_node_make(g, op, x->dtype, x->shape, &x, 1);
+    return map_op(g, op, &x, 1, NULL);
 }
 
 static kiln_node *unary(kiln_graph *g, kiln_op op, kiln_node *x, const char *fn)
 {
     if (!g)
         return kiln_null_graph(fn);
-    if (!kiln_graph_check(g, fn, x) || !check_f32(g, fn, x))
+    if (!kiln_graph_check(g, fn, x))
         return &g->poison;
-    return kiln_unary_op(g, op, x);
+    return map_op(g, op, &x, 1, fn);
 }
 
 #define UNARY_BUILDER(fname, OP)                                               \
@@ -40,14 +48,8 @@ UNARY_BUILDER(erf, ERF)
 
 kiln_node *kiln_binary_op(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b)
 {
-    kiln_shape out;
-    char ba[SHAPE_BUF], bb[SHAPE_BUF];
-    if (!kiln_shape_broadcast(a->shape, b->shape, &out))
-        return kiln_graph_fail(
-            g, KILN_ERR_SHAPE, "kiln_%s: %s and %s do not broadcast",
-            kiln_op_table[op].name, S(a->shape, ba), S(b->shape, bb));
     kiln_node *in[2] = {a, b};
-    return kiln_node_make(g, op, KILN_F32, out, in, 2);
+    return map_op(g, op, in, 2, NULL);
 }
 
 static kiln_node *binary(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
@@ -55,10 +57,10 @@ static kiln_node *binary(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
 {
     if (!g)
         return kiln_null_graph(fn);
-    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b) ||
-        !check_f32(g, fn, a) || !check_f32(g, fn, b))
+    if (!kiln_graph_check(g, fn, a) || !kiln_graph_check(g, fn, b))
         return &g->poison;
-    return kiln_binary_op(g, op, a, b);
+    kiln_node *in[2] = {a, b};
+    return map_op(g, op, in, 2, fn);
 }
 
 #define BINARY_BUILDER(fname, OP)                                              \
@@ -87,18 +89,10 @@ kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
     if (!g)
         return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, cond) || !kiln_graph_check(g, fn, a) ||
-        !kiln_graph_check(g, fn, b) || !check_f32(g, fn, cond) ||
-        !check_f32(g, fn, a) || !check_f32(g, fn, b))
+        !kiln_graph_check(g, fn, b))
         return &g->poison;
-    kiln_shape s1, out;
-    char b1[SHAPE_BUF], b2[SHAPE_BUF], b3[SHAPE_BUF];
-    if (!kiln_shape_broadcast(cond->shape, a->shape, &s1) ||
-        !kiln_shape_broadcast(s1, b->shape, &out))
-        return kiln_graph_fail(
-            g, KILN_ERR_SHAPE, "%s: %s, %s and %s do not broadcast", fn,
-            S(cond->shape, b1), S(a->shape, b2), S(b->shape, b3));
     kiln_node *in[3] = {cond, a, b};
-    return kiln_node_make(g, KILN_OP_SELECT, KILN_F32, out, in, 3);
+    return map_op(g, KILN_OP_SELECT, in, 3, fn);
 }
 
 kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s)

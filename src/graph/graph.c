@@ -6,7 +6,13 @@
 #include <string.h>
 
 const kiln_op_info kiln_op_table[KILN_OP_COUNT] = {
-#define X(op, nm, ar, kd) [KILN_OP_##op] = {nm, ar, KILN_KIND_##kd},
+#define X(op, nm, ar, kd, infer, attrs, alias)                                 \
+    [KILN_OP_##op] = {nm,                                                      \
+                      ar,                                                      \
+                      KILN_KIND_##kd,                                          \
+                      kiln_infer_##infer,                                      \
+                      attrs,                                                   \
+                      KILN_ALIAS_##alias},
 #include "graph/ops.def"
 #undef X
 };
@@ -338,26 +344,6 @@ kiln_node *kiln_debug(kiln_node *n, const char *msg)
     n->debug = 1;
     n->debug_msg = kiln_graph_strdup(n->graph, msg ? msg : "");
     return n;
-}
-
-void kiln_node_format(const kiln_node *n, const char *op, char quote, char *buf,
-                      size_t size)
-{
-    char sh[96];
-    size_t k = 0;
-#define PUT(...)                                                               \
-    do {                                                                       \
-        int w = snprintf(buf + k, k < size ? size - k : 0, __VA_ARGS__);       \
-        k += w > 0 ? (size_t)w : 0;                                            \
-    } while (0)
-    PUT("%%%d = %s(", n->id, op ? op : kiln_op_table[n->op].name);
-    for (int i = 0; i < n->n_in; i++)
-        PUT("%s%%%d", i ? ", " : "", n->in[i]->id);
-    PUT(") %s%s", kiln_dtype_name(n->dtype),
-        kiln_shape_str(n->shape, sh, sizeof sh));
-    if (n->name)
-        PUT(" %c%s%c", quote, n->name, quote);
-#undef PUT
 }
 
 kiln_status kiln_graph_print(const kiln_graph *g, FILE *out)

@@ -8,7 +8,7 @@
 #include "kiln.h"
 
 typedef enum kiln_op {
-#define X(op, name, arity, kind) KILN_OP_##op,
+#define X(op, ...) KILN_OP_##op,
 #include "graph/ops.def"
 #undef X
     KILN_OP_COUNT
@@ -27,13 +27,64 @@ typedef enum kiln_op_kind {
     KILN_KIND_FUSED, /* elementwise program built by the fusion pass */
 } kiln_op_kind;
 
+/* The attributes an op reads (kiln_attrs fields): CSE compares and hashes
+   them, printing shows them, cloning copies them (graph/attrs.c). */
+enum {
+    KILN_ATTR_AXES = 1 << 0,
+    KILN_ATTR_KEEPDIMS = 1 << 1,
+    KILN_ATTR_AXIS = 1 << 2,
+    KILN_ATTR_PERM = 1 << 3, /* one entry per input dim */
+    KILN_ATTR_LO = 1 << 4,   /* one entry per input dim */
+    KILN_ATTR_VALUE = 1 << 5,
+    KILN_ATTR_TRANS = 1 << 6,    /* trans_a and trans_b */
+    KILN_ATTR_DEPTH = 1 << 7,    /* depth and strict */
+    KILN_ATTR_DATA = 1 << 8,     /* constant: the values, numel * dtype */
+    KILN_ATTR_PROGRAM = 1 << 9,  /* fused: the kiln_fused_program */
+    KILN_ATTR_VARIABLE = 1 << 10 /* init and trainable (never merged) */
+};
+
+/* Whose memory an op's output may take (graph/attrs.c, kiln_node_alias). */
+typedef enum kiln_alias_rule {
+    KILN_ALIAS_NONE, /* a buffer of its own */
+    /* element j of the output reads only element j of each input of its
+       size: it may overwrite any of them, or a variable it updates */
+    KILN_ALIAS_MAP,
+    /* a copy of one input (assign: its value), in place a no-op */
+    KILN_ALIAS_COPY,
+    /* cast: converts input 0 element by element; a copy when the dtype
+       stays */
+    KILN_ALIAS_CONVERT,
+    /* matmul_acc: reads and writes c (input 0) when c is no other operand */
+    KILN_ALIAS_ACCUMULATE,
+    /* fused: as MAP unless its program reduces */
+    KILN_ALIAS_PROGRAM,
+} kiln_alias_rule;
+
+/* The shape and dtype op(n's inputs, n's attributes) gives, read from n's
+   op, inputs and attributes (and n's own shape and dtype for ops whose
+   result type is an attribute: leaves, reshape, broadcast, slice, pad,
+   cast).  KILN_OK, or the error with why ("[2,3] and [4,3] do not
+   broadcast") in why[len]. */
+typedef kiln_status (*kiln_infer_fn)(const kiln_node *n, kiln_shape *s,
+                                     kiln_dtype *dt, char *why, size_t len);
+
+/* One op's descriptor: its row of ops.def. */
 typedef struct kiln_op_info {
     const char *name;
     int arity;
     kiln_op_kind kind;
+    kiln_infer_fn infer;
+    unsigned attrs; /* KILN_ATTR_* the op reads */
+    kiln_alias_rule alias;
 } kiln_op_info;
 
 extern const kiln_op_info kiln_op_table[KILN_OP_COUNT];
+
+#define X(op, name, arity, kind, infer, ...)                                   \
+    kiln_status kiln_infer_##infer(const kiln_node *n, kiln_shape *s,          \
+                                   kiln_dtype *dt, char *why, size_t len);
+#include "graph/ops.def"
+#undef X
 
 /* A constant that counts elements over symbolic axes (a mean's 1 / N): its
    value is sign / count (recip) or sign * count, count = base * size^k for
@@ -103,6 +154,39 @@ struct kiln_graph {
    state they keep for a graph once it is gone. */
 int kiln_graph_alive(uint64_t id);
 
+/* Adds a node like proto (its op, inputs and attributes; its shape and
+   dtype where those are attributes) with the shape and dtype its op's rule
+   gives; when the rule refuses, records "fn: why" (fn NULL: "kiln_<op>")
+   and returns the poison node. */
+kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
+                           const kiln_node *proto);
+/* The matmul shape rule: op(a) op(b) of shapes a and b (op transposes the
+   last two axes when ta / tb), batch axes broadcast; as kiln_infer_fn. */
+kiln_status kiln_matmul_shape(kiln_shape a, kiln_shape b, int ta, int tb,
+                              kiln_shape *out, char *why, size_t len);
+
+/* Attributes by the op's KILN_ATTR_* mask (graph/attrs.c). */
+int kiln_attrs_equal(const kiln_node *a, const kiln_node *b);
+uint64_t kiln_attrs_hash(const kiln_node *n, uint64_t h);
+/* Bytes of n's attribute data (constant values, fused program), 0: none. */
+size_t kiln_attrs_data_bytes(const kiln_node *n);
+/* c's attributes from old, data copied into g's arena; 0 when out of
+   memory. */
+int kiln_attrs_copy(kiln_graph *g, kiln_node *c, const kiln_node *old);
+/* Writes the attributes as " axes=0x2 keepdims" (empty when none) into buf
+   (always terminated); returns the length it needed. */
+size_t kiln_attrs_format(const kiln_node *n, char *buf, size_t size);
+
+/* Whose buffer n's output may take (its op's KILN_ALIAS_* rule applied to
+   n): inputs [first, first + count), when one of them dies at n and has
+   n's size; copy: n then has nothing to compute; map: element j of n reads
+   element j of each input of its size only. */
+typedef struct kiln_alias {
+    int first, count;
+    int copy, map;
+} kiln_alias;
+kiln_alias kiln_node_alias(const kiln_node *n);
+
 /* Records the first error (later ones are ignored) and returns the poison
    node, so builders can `return graph_fail(...)`. */
 kiln_node *kiln_graph_fail(kiln_graph *g, kiln_status st, const char *fmt, ...)
@@ -131,9 +215,10 @@ int kiln_graph_find_double_assign(const kiln_graph *g, int first,
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in);
 void *kiln_graph_alloc(kiln_graph *g, size_t bytes);
-/* Writes n as an IR line, "%7 = add(%3, %6) f32[128,600] "name"", into buf
-   (always terminated, cut at size); op replaces the op's name when not
-   NULL, quote is the character around the name. */
+/* Writes n as an IR line, "%7 = sum(%3) f32[128] axes=0x2 "name"", into
+   buf (always terminated, cut at size): a fused node's program, the
+   attributes its op reads; op replaces the op's name when not NULL, quote
+   is the character around the name (0: the name is left out). */
 void kiln_node_format(const kiln_node *n, const char *op, char quote, char *buf,
                       size_t size);
 const char *kiln_graph_strdup(kiln_graph *g, const char *s);

@@ -175,24 +175,13 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
 kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value)
 {
     const char *fn = "kiln_assign";
-    char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
         return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, variable) || !kiln_graph_check(g, fn, value))
         return &g->poison;
-    if (variable->op != KILN_OP_VARIABLE)
-        return kiln_graph_fail(g, KILN_ERR_ARG,
-                               "%s: target %%%d is a %s, not a variable", fn,
-                               variable->id, kiln_op_table[variable->op].name);
-    if (variable->dtype != value->dtype ||
-        !kiln_shape_equal(variable->shape, value->shape))
-        return kiln_graph_fail(
-            g, KILN_ERR_SHAPE, "%s: variable '%s' is %s%s, value is %s%s", fn,
-            variable->name, kiln_dtype_name(variable->dtype),
-            S(variable->shape, b1), kiln_dtype_name(value->dtype),
-            S(value->shape, b2));
     kiln_node *in[2] = {variable, value};
-    return kiln_node_make(g, KILN_OP_ASSIGN, value->dtype, value->shape, in, 2);
+    kiln_node p = {.op = KILN_OP_ASSIGN, .n_in = 2, .in = in};
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n)

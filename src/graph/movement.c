@@ -37,13 +37,8 @@ kiln_node *kiln_reshape(kiln_graph *g, kiln_node *x, kiln_shape shape)
                                    S(x->shape, b1), S(shape, b2));
         shape.d[infer] = numel / known;
     }
-    if (kiln_shape_numel(shape) != numel)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: %s to %s changes the element count", fn,
-                               S(x->shape, b1), S(shape, b2));
-    kiln_node *n = kiln_node_make(g, KILN_OP_RESHAPE, x->dtype, shape, &x, 1);
-    kiln_node_derive_sym(n);
-    return n;
+    kiln_node p = {.op = KILN_OP_RESHAPE, .shape = shape, .n_in = 1, .in = &x};
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
@@ -55,21 +50,10 @@ kiln_node *kiln_permute(kiln_graph *g, kiln_node *x, const int *perm)
         return &g->poison;
     if (!perm)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: perm is NULL", fn);
-    unsigned seen = 0;
-    kiln_shape out = x->shape;
-    for (int i = 0; i < x->shape.ndim; i++) {
-        if (perm[i] < 0 || perm[i] >= x->shape.ndim || (seen & (1u << perm[i])))
-            return kiln_graph_fail(g, KILN_ERR_ARG,
-                                   "%s: perm is not a permutation of %d axes",
-                                   fn, x->shape.ndim);
-        seen |= 1u << perm[i];
-        out.d[i] = x->shape.d[perm[i]];
-    }
-    kiln_node *n = kiln_node_make(g, KILN_OP_PERMUTE, x->dtype, out, &x, 1);
+    kiln_node p = {.op = KILN_OP_PERMUTE, .n_in = 1, .in = &x};
     for (int i = 0; i < x->shape.ndim; i++)
-        n->at.perm[i] = perm[i];
-    kiln_node_derive_sym(n);
-    return n;
+        p.at.perm[i] = perm[i];
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x)
@@ -94,23 +78,15 @@ kiln_node *kiln_transpose(kiln_graph *g, kiln_node *x)
 kiln_node *kiln_broadcast_to(kiln_graph *g, kiln_node *x, kiln_shape shape)
 {
     const char *fn = "kiln_broadcast_to";
-    char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
         return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_shape(g, fn, shape))
         return &g->poison;
-    kiln_shape out;
-    if (x->shape.ndim > shape.ndim ||
-        !kiln_shape_broadcast(x->shape, shape, &out) ||
-        !kiln_shape_equal(out, shape))
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: cannot broadcast %s to %s", fn,
-                               S(x->shape, b1), S(shape, b2));
     if (kiln_shape_equal(x->shape, shape))
         return x;
-    kiln_node *n = kiln_node_make(g, KILN_OP_BROADCAST, x->dtype, shape, &x, 1);
-    kiln_node_derive_sym(n);
-    return n;
+    kiln_node p = {
+        .op = KILN_OP_BROADCAST, .shape = shape, .n_in = 1, .in = &x};
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_broadcast(kiln_graph *g, kiln_node *x, kiln_shape shape,
@@ -174,10 +150,9 @@ kiln_node *kiln_slice(kiln_graph *g, kiln_node *x, const int64_t *start,
         lo[i] = a;
         out.d[i] = b - a;
     }
-    kiln_node *n = kiln_node_make(g, KILN_OP_SLICE, x->dtype, out, &x, 1);
-    memcpy(n->at.lo, lo, sizeof lo);
-    kiln_node_derive_sym(n);
-    return n;
+    kiln_node p = {.op = KILN_OP_SLICE, .shape = out, .n_in = 1, .in = &x};
+    memcpy(p.at.lo, lo, sizeof lo);
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
@@ -206,17 +181,15 @@ kiln_node *kiln_pad(kiln_graph *g, kiln_node *x, const int64_t *lo,
     }
     if (!check_shape(g, fn, out))
         return &g->poison;
-    kiln_node *n = kiln_node_make(g, KILN_OP_PAD, x->dtype, out, &x, 1);
-    memcpy(n->at.lo, lo, (size_t)x->shape.ndim * sizeof *lo);
-    n->at.value = value;
-    kiln_node_derive_sym(n);
-    return n;
+    kiln_node p = {.op = KILN_OP_PAD, .shape = out, .n_in = 1, .in = &x};
+    memcpy(p.at.lo, lo, (size_t)x->shape.ndim * sizeof *lo);
+    p.at.value = value;
+    return kiln_node_build(g, fn, &p);
 }
 
 kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
 {
     const char *fn = "kiln_concat";
-    char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!g)
         return kiln_null_graph(fn);
     if (g->status)
@@ -230,25 +203,7 @@ kiln_node *kiln_concat(kiln_graph *g, kiln_node *const *xs, int n, int axis)
     int ax = norm_axis(g, fn, axis, xs[0]->shape.ndim);
     if (ax < 0)
         return &g->poison;
-    kiln_shape out = xs[0]->shape;
-    for (int i = 1; i < n; i++) {
-        kiln_shape s = xs[i]->shape;
-        int ok = s.ndim == out.ndim && xs[i]->dtype == xs[0]->dtype;
-        for (int d = 0; ok && d < s.ndim; d++)
-            ok = d == ax || s.d[d] == out.d[d];
-        if (!ok)
-            return kiln_graph_fail(
-                g, KILN_ERR_SHAPE, "%s: %s%s and %s%s differ off axis %d", fn,
-                kiln_dtype_name(xs[0]->dtype), S(xs[0]->shape, b1),
-                kiln_dtype_name(xs[i]->dtype), S(s, b2), ax);
-        if (!kiln_dim_add(out.d[ax], s.d[ax], &out.d[ax]))
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: concatenated axis %d exceeds 2^40 "
-                                   "elements",
-                                   fn, ax);
-    }
-    kiln_node *r = kiln_node_make(g, KILN_OP_CONCAT, xs[0]->dtype, out, xs, n);
-    r->at.axis = ax;
-    kiln_node_derive_sym(r);
-    return r;
+    kiln_node p = {.op = KILN_OP_CONCAT, .n_in = n, .in = (kiln_node **)xs};
+    p.at.axis = ax;
+    return kiln_node_build(g, fn, &p);
 }

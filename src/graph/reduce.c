@@ -6,39 +6,21 @@
 /* ---------------------------------------------------------------- reductions
  */
 
+/* axis is argmax's (its one axis); the rest read the mask. */
+static kiln_node *reduce(kiln_graph *g, kiln_op op, kiln_node *x, unsigned axes,
+                         int keepdims, int axis, const char *fn)
+{
+    kiln_node p = {.op = op, .n_in = 1, .in = &x};
+    p.at.axes = axes == KILN_ALL_AXES ? (1u << x->shape.ndim) - 1 : axes;
+    p.at.keepdims = keepdims != 0;
+    p.at.axis = axis;
+    return kiln_node_build(g, fn, &p);
+}
+
 kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
                           unsigned axes, int keepdims, const char *fn)
 {
-    unsigned all = (1u << x->shape.ndim) - 1;
-    if (axes == KILN_ALL_AXES)
-        axes = all;
-    if (axes & ~all)
-        return kiln_graph_fail(
-            g, KILN_ERR_ARG, "%s: axis mask 0x%x names axes beyond the %d dims",
-            fn, axes, x->shape.ndim);
-    kiln_shape out = {0};
-    for (int i = 0; i < x->shape.ndim; i++) {
-        /* A sum over nothing is 0, but a max has no value (docs/ops.md,
-           "Zero-size dimensions"). */
-        if ((axes & (1u << i)) && x->shape.d[i] == 0 && op != KILN_OP_SUM) {
-            char b[SHAPE_BUF];
-            return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                                   "%s: cannot reduce over a zero-size "
-                                   "dimension (axis %d of %s)",
-                                   fn, i, S(x->shape, b));
-        }
-        if (axes & (1u << i)) {
-            if (keepdims)
-                out.d[out.ndim++] = 1;
-        } else {
-            out.d[out.ndim++] = x->shape.d[i];
-        }
-    }
-    kiln_node *n = kiln_node_make(g, op, x->dtype, out, &x, 1);
-    n->at.axes = axes;
-    n->at.keepdims = keepdims != 0;
-    kiln_node_derive_sym(n);
-    return n;
+    return reduce(g, op, x, axes, keepdims, 0, fn);
 }
 
 kiln_node *kiln_sum(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims)
@@ -88,10 +70,7 @@ kiln_node *kiln_argmax(kiln_graph *g, kiln_node *x, int axis)
     if (x->shape.d[ax] == 0)
         return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: axis %d is empty", fn,
                                ax);
-    kiln_node *n = kiln_reduce_op(g, KILN_OP_ARGMAX, x, 1u << ax, 0, fn);
-    n->dtype = KILN_I32;
-    n->at.axis = ax;
-    return n;
+    return reduce(g, KILN_OP_ARGMAX, x, 1u << ax, 0, ax, fn);
 }
 
 /* Sums x over the axes broadcasting added, so the result has shape s. */

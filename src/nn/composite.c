@@ -219,8 +219,6 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
     kiln_node *in[2] = {logits, labels};
     kiln_node *mean =
         kiln_node_make(g, KILN_OP_SOFTMAX_CE, KILN_F32, KILN_SCALAR, in, 2);
-    if (mean->op == KILN_OP_SOFTMAX_CE)
-        mean->at.axes = 3u; /* a full reduction of [N,C] */
     int64_t n = logits->shape.d[0];
     if (reduction == KILN_REDUCE_MEAN)
         return mean;

@@ -5,11 +5,12 @@
    end.  Leaves (inputs, variables, constants) have storage of their own and
    are never planned, so they are never overwritten.
 
-   In-place: an elementwise op (or a copy: reshape, stop_gradient, cast,
-   assign) whose input of the same size dies at this step takes over that
-   input's buffer; so does a matmul_acc c + alpha a b with its c, as long
-   as c is not also a, b or alpha (the GEMM must never write what it reads
-   as an operand).  An update v <- f(v, ...) assigned to variable v is
+   In-place, by each op's aliasing rule (kiln_node_alias, the op table): an
+   elementwise op (or a copy: reshape, stop_gradient, cast, assign) whose
+   input of the same size dies at this step takes over that input's
+   buffer; so does a matmul_acc c + alpha a b with its c, as long as c is
+   not also a, b or alpha (the GEMM must never write what it reads as an
+   operand).  An update v <- f(v, ...) assigned to variable v is
    written straight into v's storage (so the assign copies nothing) when no
    later step reads v, v is not an output and nothing else assigns v: the
    values every step reads are then the same as with the copy at the end.
@@ -25,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/fused_program.h"
 #include "passes/passes.h"
 
 enum { ALIGN = 64 };
@@ -51,43 +51,16 @@ static size_t aligned(size_t b)
     return (b + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-/* Element j of n reads element j of each input of n's size: elementwise
-   ops and fused programs that do not reduce. */
-static int elementwise(const kiln_node *n)
-{
-    kiln_op_kind k = kiln_op_table[n->op].kind;
-    return k == KILN_KIND_UNARY || k == KILN_KIND_BINARY ||
-           k == KILN_KIND_TERNARY ||
-           (k == KILN_KIND_FUSED && !kiln_fused_is_reduction(n));
-}
-
-/* matmul_acc(c, a, b, alpha) whose c is none of its other operands: its
-   output may then take c's buffer (or variable), which the GEMM reads and
-   writes, while a, b and alpha stay untouched. */
-static int acc_over_c(const kiln_node *n)
-{
-    return n->op == KILN_OP_MATMUL_ACC && n->in[0] != n->in[1] &&
-           n->in[0] != n->in[2] && n->in[0] != n->in[3];
-}
-
 /* The input index whose buffer n can take over at this step, or -1.  A
    buffer in a variable's storage only passes to an assign (a copy), since
    anything else would write its own value into the variable. */
 static int inplace_input(const kiln_node *n, const int *step, const int *last,
                          const int *owner, const buffer *bufs)
 {
-    int first = 0, count = n->n_in;
-    if (n->op == KILN_OP_ASSIGN)
-        first = 1; /* the value, never the variable */
-    else if (n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
-             n->op == KILN_OP_CAST || acc_over_c(n))
-        count = 1;
-    else if (!elementwise(n))
-        return -1;
-    for (int i = first; i < count; i++) {
+    kiln_alias a = kiln_node_alias(n);
+    for (int i = a.first; i < a.first + a.count; i++) {
         const kiln_node *x = n->in[i];
-        /* same element count and size: for elementwise ops, element j of
-           the output reads only element j of this input */
+        /* same element count and size (the rule's condition) */
         if (computed(x) && last[x->id] == step[n->id] &&
             (bufs[owner[x->id]].var < 0 || n->op == KILN_OP_ASSIGN) &&
             kiln_shape_numel(x->shape) == kiln_shape_numel(n->shape) &&
@@ -154,13 +127,13 @@ static const kiln_node *update_target(const kiln_graph *g, const kiln_node *x,
             reads |= x->in[k] == v;
         if (!sole_update(x, v, vu, is_output))
             return NULL;
-        if (reads
-                ? acc_over_c(x) && x->in[0] == v && vu[v->id].last_read == x->id
-                : vu[v->id].last_read < x->id)
+        if (reads ? kiln_node_alias(x).count && x->in[0] == v &&
+                        vu[v->id].last_read == x->id
+                  : vu[v->id].last_read < x->id)
             return v;
         return NULL;
     }
-    if (!elementwise(x))
+    if (!kiln_node_alias(x).map)
         return NULL;
     for (int k = 0; k < x->n_in; k++) {
         const kiln_node *v = x->in[k];

@@ -5,7 +5,6 @@
 
 #include "cpu/check.h"
 #include "cpu/dispatch.h"
-#include "graph/fused_program.h"
 #include "runtime/variant.h"
 
 static size_t node_bytes(const kiln_node *n)
@@ -14,15 +13,11 @@ static size_t node_bytes(const kiln_node *n)
 }
 
 /* A copy writing over its own input (in place) has nothing to do, so it
-   gets no step: reshape, stop_gradient, a same-dtype cast, an assign's
-   value. */
+   gets no step (kiln_node_alias: reshape, stop_gradient, a same-dtype
+   cast, an assign's value). */
 static int is_noop(const kiln_variant *v, const kiln_node *n)
 {
-    if (v->inplace[n->id] < 0 || n->debug)
-        return 0;
-    return n->op == KILN_OP_RESHAPE || n->op == KILN_OP_STOPGRAD ||
-           n->op == KILN_OP_ASSIGN ||
-           (n->op == KILN_OP_CAST && n->dtype == n->in[0]->dtype);
+    return v->inplace[n->id] >= 0 && !n->debug && kiln_node_alias(n).copy;
 }
 
 /* Plans the buffers, binds leaves, and builds the schedule. */
@@ -219,23 +214,9 @@ static void print_buffer(const kiln_variant *v, const kiln_node *n, FILE *out)
 
 static void print_step(const kiln_node *n, FILE *out)
 {
-    char b[96], prog[1024];
-    if (n->op == KILN_OP_FUSED)
-        fprintf(out, "  %%%d = fused[%s](", n->id,
-                kiln_fused_format(n, prog, sizeof prog));
-    else
-        fprintf(out, "  %%%d = %s(", n->id, kiln_op_table[n->op].name);
-    for (int k = 0; k < n->n_in; k++)
-        fprintf(out, "%s%%%d", k ? ", " : "", n->in[k]->id);
-    fprintf(out, ") %s%s", kiln_dtype_name(n->dtype),
-            kiln_shape_str(n->shape, b, sizeof b));
-    if ((n->op == KILN_OP_MATMUL || n->op == KILN_OP_MATMUL_ACC) &&
-        (n->at.trans_a || n->at.trans_b))
-        fprintf(out, " trans_a=%d trans_b=%d", n->at.trans_a, n->at.trans_b);
-    else if (kiln_op_table[n->op].kind == KILN_KIND_REDUCE)
-        fprintf(out, " axes=0x%x%s", n->at.axes,
-                n->at.keepdims ? " keepdims" : "");
-    fputc('\n', out);
+    char line[2048];
+    kiln_node_format(n, NULL, 0, line, sizeof line);
+    fprintf(out, "  %s\n", line);
 }
 
 void kiln_variant_print(const kiln_variant *v, FILE *out)
