@@ -169,17 +169,36 @@ static void feed(kiln_tensor *x, kiln_tensor *y, uint64_t seed)
         l[i] = (int32_t)(kiln_rng_uniform(&r) * OUT) % OUT;
 }
 
-/* Runs f on a batch of n and returns its four outputs. */
-static void run_at(kiln_function *f, kiln_session *s, int64_t n,
-                   kiln_tensor **out)
+/* A batch of n rows for build_net's inputs and tensors for its outputs. */
+static void batch_tensors(int64_t n, kiln_tensor **x, kiln_tensor **y,
+                          kiln_tensor **out)
 {
-    kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(n, IN));
-    kiln_tensor *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(n));
-    feed(x, y, 100 + (uint64_t)n);
+    *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(n, IN));
+    *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(n));
+    feed(*x, *y, 100 + (uint64_t)n);
     kiln_shape shapes[4] = {KILN_SHAPE(n, OUT), KILN_SCALAR, KILN_SHAPE(OUT),
                             KILN_SHAPE(IN, OUT)};
     for (int i = 0; i < 4; i++)
         out[i] = kiln_tensor_new(KILN_F32, shapes[i]);
+}
+
+/* build_net at batch 4, symbolic, compiled. */
+static kiln_function *compile_net(kiln_session *s, net *m)
+{
+    *m = build_net(4, 1);
+    kiln_node *ins[2] = {m->x, m->y};
+    kiln_function *f = kiln_compile(s, m->g, m->out, 4, ins, 2);
+    if (!f)
+        fail_msg("kiln_compile: %s", kiln_session_error(s));
+    return f;
+}
+
+/* Runs f on a batch of n and returns its four outputs. */
+static void run_at(kiln_function *f, kiln_session *s, int64_t n,
+                   kiln_tensor **out)
+{
+    kiln_tensor *x, *y;
+    batch_tensors(n, &x, &y, out);
     kiln_tensor *in[2] = {x, y};
     if (kiln_run(f, in, out) != KILN_OK)
         fail_msg("kiln_run at %lld: %s", (long long)n, kiln_session_error(s));
@@ -193,10 +212,8 @@ static void test_any_batch_matches_fixed(void **state)
 {
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
-    net m = build_net(4, 1);
-    kiln_node *ins[2] = {m.x, m.y};
-    kiln_function *f = kiln_compile(s, m.g, m.out, 4, ins, 2);
-    assert_non_null(f);
+    net m;
+    kiln_function *f = compile_net(s, &m);
     size_t mem4 = kiln_function_memory(f);
     const int64_t sizes[] = {1, 7, 128, 4, 0, 7, 1};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
@@ -307,21 +324,12 @@ static void test_seen_sizes_allocate_nothing(void **state)
 {
     (void)state;
     kiln_session *s = kiln_session_new(NULL);
-    net m = build_net(4, 1);
-    kiln_node *ins[2] = {m.x, m.y};
-    kiln_function *f = kiln_compile(s, m.g, m.out, 4, ins, 2);
-    assert_non_null(f);
+    net m;
+    kiln_function *f = compile_net(s, &m);
     const int64_t sizes[3] = {3, 9, 4};
     kiln_tensor *x[3], *y[3], *out[3][4];
-    for (int k = 0; k < 3; k++) {
-        x[k] = kiln_tensor_new(KILN_F32, KILN_SHAPE(sizes[k], IN));
-        y[k] = kiln_tensor_new(KILN_I32, KILN_SHAPE(sizes[k]));
-        feed(x[k], y[k], 7);
-        kiln_shape shapes[4] = {KILN_SHAPE(sizes[k], OUT), KILN_SCALAR,
-                                KILN_SHAPE(OUT), KILN_SHAPE(IN, OUT)};
-        for (int i = 0; i < 4; i++)
-            out[k][i] = kiln_tensor_new(KILN_F32, shapes[i]);
-    }
+    for (int k = 0; k < 3; k++)
+        batch_tensors(sizes[k], &x[k], &y[k], out[k]);
     long before = allocations;
     for (int k = 0; k < 2; k++) {
         kiln_tensor *in[2] = {x[k], y[k]};
