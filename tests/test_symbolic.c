@@ -369,9 +369,10 @@ static void test_baked_size_refused(void **state)
                 : kiln_matmul(g, x, kiln_fill(g, KILN_SHAPE(4, 5), 1), 1, 0);
         th_assert_graph_ok(g);
         assert_null(kiln_compile(s, g, &y, 1, &x, 1));
-        const char *op[] = {"add of [4,3] and [4,3]", "reshape of [4,3]",
-                            "matmul of [4,3] and [4,5]"};
-        if (!strstr(kiln_session_error(s), op[c]) ||
+        const char *op[] = {"kiln_compile: %2 = add of [4,3] and [4,3]",
+                            "kiln_compile: %1 = reshape of [4,3]",
+                            "kiln_compile: %2 = matmul of [4,3] and [4,5]"};
+        if (strncmp(kiln_session_error(s), op[c], strlen(op[c])) ||
             !strstr(kiln_session_error(s), "does not follow the symbolic "
                                            "size of the inputs (built at 4"))
             fail_msg("case %d: %s", c, kiln_session_error(s));
@@ -418,10 +419,10 @@ static void test_empty_batch(void **state)
     assert_int_equal(kiln_run(fm, &x0, o), KILN_OK);
     assert_true(isnan(kiln_tensor_f32(o[0])[0]));
     assert_int_equal(kiln_run(f, &x0, o), KILN_ERR_SHAPE);
-    assert_non_null(
-        strstr(kiln_session_error(s), "kiln_run: at symbolic size 0: %"));
-    assert_non_null(strstr(kiln_session_error(s),
-                           "reduce_max [2]: reduces a symbolic axis"));
+    assert_string_equal(kiln_session_error(s),
+                        "kiln_run: at symbolic size 0: %4 = reduce_max of "
+                        "[4,2]: reduces a symbolic axis, which has no "
+                        "elements");
     kiln_tensor *x3 =
         kiln_tensor_from_f32(KILN_SHAPE(3, 2), (float[]){1, -1, 4, 2, -3, 0});
     assert_int_equal(kiln_run(f, &x3, o), KILN_OK);

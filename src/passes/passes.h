@@ -81,14 +81,16 @@ void kiln_unit_print(const kiln_unit *p, FILE *out);
 int64_t kiln_unit_sym_size(const kiln_unit *u);
 /* Builds out (allocated here) from u with every symbolic axis at size, the
    fills and counts that follow it re-derived, and no marks left; validates
-   it.  KILN_ERR_SHAPE with a message naming the node in err when a node
-   cannot be built at that size. */
+   it.  KILN_ERR_SHAPE with a message in err naming the node that cannot be
+   built at that size, numbered as ids[id] says (NULL: u's own ids). */
 kiln_status kiln_unit_specialise(const kiln_unit *u, int64_t size,
-                                 kiln_unit *out, char *err, size_t err_len);
-/* Refuses (KILN_ERR_SHAPE, a message naming the node in err) a unit in
-   which some node bakes in the symbolic size, so that it could not be
-   specialised at another size. */
-kiln_status kiln_unit_check_sym(const kiln_unit *u, char *err, size_t err_len);
+                                 const int *ids, kiln_unit *out, char *err,
+                                 size_t err_len);
+/* Refuses (KILN_ERR_SHAPE, a message in err naming the node as
+   kiln_unit_specialise does) a unit in which some node keeps the symbolic
+   size fixed, so that it could not be specialised at another size. */
+kiln_status kiln_unit_check_sym(const kiln_unit *u, const int *ids, char *err,
+                                size_t err_len);
 
 /* ------------------------------------------------------------ memory */
 

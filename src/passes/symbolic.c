@@ -54,63 +54,99 @@ static kiln_node *constant_at(kiln_graph *g, const kiln_node *old, kiln_shape s,
     return kiln_fill(g, s, v);
 }
 
+/* A specialisation under way: the size, and the node that failed. */
+typedef struct resize {
+    int64_t size;
+    int bad; /* node id of the unit, or -1 */
+} resize;
+
 static kiln_node *specialise_node(kiln_rewriter *rw, const kiln_node *old,
                                   kiln_node **in)
 {
-    int64_t size = *(const int64_t *)rw->state;
+    resize *r = rw->state;
     kiln_graph *g = rw->out->g;
-    kiln_shape s = at_size(old->shape, size);
+    kiln_shape s = at_size(old->shape, r->size);
     char b[96];
     const char *why =
-        kiln_shape_size(s, kiln_dtype_size(old->dtype), NULL, NULL);
-    if (!why && size == 0)
-        why = empty_refusal(old);
-    if (why)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%%%d = %s %s: %s", old->id,
-                               kiln_op_table[old->op].name,
-                               kiln_shape_str(s, b, sizeof b), why);
+                   kiln_shape_size(s, kiln_dtype_size(old->dtype), NULL, NULL),
+               *empty = r->size == 0 ? empty_refusal(old) : NULL;
+    if (why || empty) {
+        r->bad = old->id;
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s%s%s",
+                               why ? kiln_shape_str(s, b, sizeof b) : "",
+                               why ? ": " : "", why ? why : empty);
+    }
     if (old->op == KILN_OP_CONSTANT && (old->shape.sym || old->at.count.k))
-        return constant_at(g, old, s, size);
+        return constant_at(g, old, s, r->size);
     kiln_node *c = kiln_node_clone(g, old, in);
     if (c->op != KILN_OP_ERROR)
         c->shape = s; /* c is not used yet: setting its sizes builds it */
     return c;
 }
 
-kiln_status kiln_unit_specialise(const kiln_unit *u, int64_t size,
-                                 kiln_unit *out, char *err, size_t len)
+/* Specialises u at size into out; on failure *bad is the node of u that
+   failed (-1 when none is to blame) and why says why. */
+static kiln_status specialise(const kiln_unit *u, int64_t size, kiln_unit *out,
+                              int *bad, char *why, size_t len)
 {
+    resize r = {size, -1};
+    char msg[KILN_ERRMSG_MAX];
+    *bad = -1;
     if (kiln_unit_alloc(out, u->n_out, u->n_in) != KILN_OK) {
-        snprintf(err, len, "out of memory");
+        snprintf(why, len, "out of memory");
         return KILN_ERR_MEMORY;
     }
     kiln_status st =
-        kiln_rewrite(u, out, NULL, NULL, NULL, specialise_node, &size);
-    if (st != KILN_OK)
-        snprintf(err, len, "%s", out->g->err);
-    else
-        st = kiln_unit_validate(out, err, len);
+        kiln_rewrite(u, out, NULL, NULL, NULL, specialise_node, &r);
     if (st != KILN_OK) {
-        kiln_unit_free(out);
-        return KILN_ERR_SHAPE;
+        *bad = r.bad;
+        snprintf(why, len, "%s", out->g->err);
+    } else if ((st = kiln_unit_validate(out, msg, sizeof msg)) != KILN_OK) {
+        /* "%12 = add: why": the nodes keep u's ids */
+        const char *rest = strstr(msg, ": ");
+        if (sscanf(msg, "%%%d =", bad) != 1 || *bad >= u->g->n_nodes || !rest)
+            *bad = -1;
+        snprintf(why, len, "%s", *bad >= 0 ? rest + 2 : msg);
     }
-    return KILN_OK;
+    if (st != KILN_OK)
+        kiln_unit_free(out);
+    return st == KILN_OK ? KILN_OK : KILN_ERR_SHAPE;
 }
 
-/* "%12 = add "name" of [128,10] and [128,10]" for node id of u. */
-static void describe(const kiln_unit *u, int id, char *buf, size_t len)
+/* "%12 = add "name" of [128,10] and [128,10]" for node id of u, numbered
+   as ids says (NULL: as in u). */
+static void describe(const kiln_unit *u, const int *ids, int id, char *buf,
+                     size_t len)
 {
+    if (id < 0) {
+        snprintf(buf, len, "the graph");
+        return;
+    }
     const kiln_node *n = u->g->nodes[id];
     char b[96];
-    int w = snprintf(buf, len, "%%%d = %s%s%s%s", id, kiln_op_table[n->op].name,
-                     n->name ? " \"" : "", n->name ? n->name : "",
-                     n->name ? "\"" : "");
+    int w = snprintf(buf, len, "%%%d = %s%s%s%s", ids ? ids[id] : id,
+                     kiln_op_table[n->op].name, n->name ? " \"" : "",
+                     n->name ? n->name : "", n->name ? "\"" : "");
     for (int k = 0; k < n->n_in && w > 0 && (size_t)w < len; k++)
         w += snprintf(buf + w, len - (size_t)w, "%s%s", k ? " and " : " of ",
                       kiln_shape_str(n->in[k]->shape, b, sizeof b));
 }
 
-kiln_status kiln_unit_check_sym(const kiln_unit *u, char *err, size_t len)
+kiln_status kiln_unit_specialise(const kiln_unit *u, int64_t size,
+                                 const int *ids, kiln_unit *out, char *err,
+                                 size_t len)
+{
+    char why[KILN_ERRMSG_MAX], what[256];
+    int bad;
+    if (specialise(u, size, out, &bad, why, sizeof why) == KILN_OK)
+        return KILN_OK;
+    describe(u, ids, bad, what, sizeof what);
+    snprintf(err, len, "%s: %s", what, why);
+    return KILN_ERR_SHAPE;
+}
+
+kiln_status kiln_unit_check_sym(const kiln_unit *u, const int *ids, char *err,
+                                size_t len)
 {
     int64_t size = kiln_unit_sym_size(u);
     if (size < 0)
@@ -134,15 +170,12 @@ kiln_status kiln_unit_check_sym(const kiln_unit *u, char *err, size_t len)
     /* Any size but the one built at shows a node that keeps it fixed. */
     kiln_unit probe;
     char why[KILN_ERRMSG_MAX], what[256];
-    int id = -1;
-    if (kiln_unit_specialise(u, size + 1, &probe, why, sizeof why) == KILN_OK) {
+    int bad;
+    if (specialise(u, size + 1, &probe, &bad, why, sizeof why) == KILN_OK) {
         kiln_unit_free(&probe);
         return KILN_OK;
     }
-    if (sscanf(why, "%%%d =", &id) == 1 && id >= 0 && id < u->g->n_nodes)
-        describe(u, id, what, sizeof what);
-    else
-        snprintf(what, sizeof what, "a node");
+    describe(u, ids, bad, what, sizeof what);
     snprintf(err, len,
              "%s does not follow the symbolic size of the inputs (built at "
              "%lld; at %lld: %s)",

@@ -16,6 +16,7 @@ enum { CACHE = 8 };
 struct kiln_function {
     kiln_session *s;
     kiln_unit base; /* before the passes, marks kept: specialised per size */
+    int *ids;       /* by node id of base: its id in the graph compiled */
     int n_in, n_out;
     kiln_compile_options opt; /* its pipeline a copy, no dump stream */
     char *pipeline;
@@ -195,6 +196,14 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
         f->base.inputs[i] = map[inputs[i]->id];
     for (int i = 0; i < n_out; i++)
         f->base.outputs[i] = map[outputs[i]->id];
+    if (!(f->ids = malloc(((size_t)fg->n_nodes + 1) * sizeof *f->ids))) {
+        st = kiln_session_fail(s, KILN_ERR_MEMORY,
+                               "kiln_compile: out of memory");
+        goto done;
+    }
+    for (int id = 0; id < g->n_nodes; id++)
+        if (map[id])
+            f->ids[map[id]->id] = id;
 done:
     free(live);
     free(map);
@@ -229,8 +238,9 @@ static kiln_variant *first_variant(kiln_function *f,
     kiln_unit u;
     if (size < 0)
         return kiln_variant_new(f->s, &f->base, -1, opt, "kiln_compile");
-    if (kiln_unit_check_sym(&f->base, err, sizeof err) != KILN_OK ||
-        kiln_unit_specialise(&f->base, size, &u, err, sizeof err) != KILN_OK) {
+    if (kiln_unit_check_sym(&f->base, f->ids, err, sizeof err) != KILN_OK ||
+        kiln_unit_specialise(&f->base, size, f->ids, &u, err, sizeof err) !=
+            KILN_OK) {
         kiln_session_fail(f->s, KILN_ERR_SHAPE, "kiln_compile: %s", err);
         return NULL;
     }
@@ -300,6 +310,7 @@ void kiln_function_free(kiln_function *f)
     for (int i = 0; i < f->n_cache; i++)
         kiln_variant_free(f->cache[i]);
     kiln_unit_free(&f->base);
+    free(f->ids);
     free(f->pipeline);
     free(f);
 }
@@ -366,7 +377,8 @@ static kiln_variant *variant_at(kiln_function *f, int64_t size)
     kiln_unit u;
     snprintf(what, sizeof what, "kiln_run: at symbolic size %lld",
              (long long)size);
-    if (kiln_unit_specialise(&f->base, size, &u, err, sizeof err) != KILN_OK) {
+    if (kiln_unit_specialise(&f->base, size, f->ids, &u, err, sizeof err) !=
+        KILN_OK) {
         kiln_session_fail(f->s, KILN_ERR_SHAPE, "%s: %s", what, err);
         return NULL;
     }
