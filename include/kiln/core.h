@@ -91,8 +91,10 @@ const char *kiln_dtype_name(kiln_dtype dt);
 int64_t kiln_shape_numel(kiln_shape s);
 /* Writes "[128,784]" into buf (always terminated); returns buf. */
 char *kiln_shape_str(kiln_shape s, char *buf, size_t n);
-/* Message of the last error raised by a function with no object to hold it
-   (tensor constructors, file readers).  Thread-local; never NULL. */
+/* Message of the last error raised by a call with no object to hold it
+   (constructors returning NULL, a NULL object, file readers; see the error
+   model in kiln.h).  Thread-local, never cleared by a success; never
+   NULL. */
 const char *kiln_last_error(void);
 
 /* ---------------------------------------------- tensors */

@@ -46,7 +46,7 @@ int kiln_session_threads(const kiln_session *s);
    be freed before or after it.  NULL is a no-op. */
 void kiln_session_free(kiln_session *s);
 /* Message of the session's last failed call: "" when the last call on the
-   session that can fail succeeded (see "Errors" in kiln.h). */
+   session that can fail succeeded (the error model in kiln.h). */
 const char *kiln_session_error(const kiln_session *s);
 /* The session's initialiser RNG (so a checkpoint can save and restore it). */
 kiln_rng *kiln_session_rng(kiln_session *s);
@@ -100,8 +100,8 @@ typedef struct kiln_param_info {
     int trainable;
     void *data; /* the live storage */
 } kiln_param_info;
-/* KILN_ERR_ARG (kiln_last_error) for NULL arguments or i outside
-   [0, kiln_session_num_variables). */
+/* KILN_ERR_ARG for NULL arguments (kiln_last_error) or i outside
+   [0, kiln_session_num_variables) (the session's error). */
 kiln_status kiln_session_variable_info(const kiln_session *s, int i,
                                        kiln_param_info *info);
 /* Copies the variable's value into out (same dtype and shape) /

@@ -220,6 +220,7 @@ kiln_status kiln_program_compile(kiln_program *p, kiln_session *s)
 {
     if (!p)
         return kiln_null_arg("kiln_program_compile", "program");
+    p->err[0] = 0;
     if (!s)
         return program_fail(p, KILN_ERR_ARG,
                             "kiln_program_compile: session is NULL");
@@ -282,6 +283,7 @@ kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
     const char *fn = "kiln_program_run";
     if (!p)
         return kiln_null_arg(fn, "program");
+    p->err[0] = 0;
     if (!p->f && p->session_freed)
         return program_fail(p, KILN_ERR_STATE,
                             "%s: the program's session was freed: compile it "

@@ -38,8 +38,8 @@ int kiln_dynamic_node_ok(kiln_session *s, const kiln_node *n, const char *fn)
 kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
 {
     char b1[96], b2[96];
-    if (!s)
-        return kiln_null_arg("kiln_feed", "session");
+    if (kiln_session_begin(s, "kiln_feed") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!kiln_dynamic_node_ok(s, input, "kiln_feed"))
         return KILN_ERR_ARG;
     if (!t)
@@ -266,8 +266,8 @@ static kiln_status run_nodes(kiln_run_ctx *r, int first)
 
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
 {
-    if (!s)
-        return kiln_null_arg("kiln_forward", "session");
+    if (kiln_session_begin(s, "kiln_forward") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_forward: graph is NULL");
@@ -354,8 +354,8 @@ static kiln_status build_gradients(kiln_run_ctx *r, kiln_node *loss)
 
 kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
 {
-    if (!s)
-        return kiln_null_arg("kiln_backward", "session");
+    if (kiln_session_begin(s, "kiln_backward") != KILN_OK)
+        return KILN_ERR_ARG;
     kiln_run_state *rs = NULL;
     kiln_status st = check_loss(s, g, loss, &rs);
     if (st != KILN_OK)

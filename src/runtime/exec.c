@@ -97,9 +97,8 @@ kiln_status kiln_session_get_options(const kiln_session *s,
 
 kiln_status kiln_session_set_threads(kiln_session *s, int n)
 {
-    if (!s)
-        return kiln_null_arg("kiln_session_set_threads", "session");
-    kiln_session_clear_error(s);
+    if (kiln_session_begin(s, "kiln_session_set_threads") != KILN_OK)
+        return KILN_ERR_ARG;
     if (n < 0)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_set_threads: %d threads: give "
@@ -135,9 +134,8 @@ kiln_status kiln_session_set_debug_stream(kiln_session *s, FILE *out)
 
 kiln_status kiln_session_set_profiling(kiln_session *s, int on)
 {
-    if (!s)
-        return kiln_null_arg("kiln_session_set_profiling", "session");
-    kiln_session_clear_error(s);
+    if (kiln_session_begin(s, "kiln_session_set_profiling") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!on) {
         kiln_profile_free(s->exec.profile);
         s->exec.profile = NULL;
@@ -155,7 +153,7 @@ kiln_status kiln_session_print_profile(kiln_session *s, FILE *out)
     if (!s || !out)
         return kiln_null_arg("kiln_session_print_profile",
                              s ? "out" : "session");
-    kiln_session_clear_error(s);
+    kiln_session_begin(s, "kiln_session_print_profile");
     if (!s->exec.profile)
         return kiln_session_fail(s, KILN_ERR_STATE,
                                  "kiln_session_print_profile: profiling is "

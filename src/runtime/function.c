@@ -252,7 +252,7 @@ kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
                                kiln_node *const *inputs, int n_in,
                                const kiln_compile_options *opt)
 {
-    if (!s)
+    if (kiln_session_begin(s, "kiln_compile") != KILN_OK)
         return NULL;
     kiln_compile_options defaults = kiln_compile_defaults();
     char err[KILN_ERRMSG_MAX];
@@ -406,6 +406,7 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
     if (!f)
         return kiln_null_arg("kiln_run", "function");
     kiln_session *s = f->s;
+    kiln_session_begin(s, "kiln_run");
     int64_t size;
     kiln_variant *v;
     if ((f->n_in && !in) || (f->n_out && !out))

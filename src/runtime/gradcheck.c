@@ -103,8 +103,8 @@ kiln_status kiln_gradcheck(kiln_session *s, kiln_graph *g, kiln_node *loss,
                            double tol, kiln_gradcheck_result *res)
 {
     const char *fn = "kiln_gradcheck";
-    if (!s)
-        return kiln_null_arg(fn, "session");
+    if (kiln_session_begin(s, fn) != KILN_OK)
+        return KILN_ERR_ARG;
     kiln_status ck =
         check_args(s, g, loss, wrt, n_wrt, feed_nodes, feeds, n_feed, eps, tol);
     if (ck != KILN_OK)

@@ -13,8 +13,8 @@ int kiln_session_find_variable(const kiln_session *s, const char *name)
 kiln_status kiln_session_set_trainable(kiln_session *s, const char *name,
                                        int trainable)
 {
-    if (!s)
-        return kiln_null_arg("kiln_session_set_trainable", "session");
+    if (kiln_session_begin(s, "kiln_session_set_trainable") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!name)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_set_trainable: name is NULL");

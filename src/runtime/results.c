@@ -75,7 +75,7 @@ static const char *RELEASED = "was released by gradient checkpointing (mark it "
 kiln_tensor *kiln_node_value(kiln_session *s, kiln_node *n)
 {
     const char *fn = "kiln_node_value";
-    if (!s || !kiln_dynamic_node_ok(s, n, fn))
+    if (kiln_session_begin(s, fn) != KILN_OK || !kiln_dynamic_node_ok(s, n, fn))
         return NULL;
     void *v = value_of(s, n);
     if (v)
@@ -113,7 +113,7 @@ static const char *no_grad(kiln_run_state *rs, const kiln_node *n)
 kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n)
 {
     const char *fn = "kiln_node_grad";
-    if (!s || !kiln_dynamic_node_ok(s, n, fn))
+    if (kiln_session_begin(s, fn) != KILN_OK || !kiln_dynamic_node_ok(s, n, fn))
         return NULL;
     kiln_run_state *rs = kiln_run_find(s, n->graph);
     const char *why = no_grad(rs, n);
@@ -144,8 +144,8 @@ const float *kiln_node_grad_f32(kiln_session *s, const kiln_node *n)
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
 {
     const char *fn = "kiln_sgd_step";
-    if (!s)
-        return kiln_null_arg(fn, "session");
+    if (kiln_session_begin(s, fn) != KILN_OK)
+        return KILN_ERR_ARG;
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
     kiln_node **vars = malloc((size_t)(2 * g->n_vars + 1) * sizeof *vars);

@@ -135,8 +135,8 @@ kiln_run_state *kiln_run_get(kiln_session *s, const kiln_graph *g,
 kiln_status kiln_run_settings(kiln_session *s, const kiln_graph *g,
                               const char *fn, kiln_run_state **rs)
 {
-    if (!s)
-        return kiln_null_arg(fn, "session");
+    if (kiln_session_begin(s, fn) != KILN_OK)
+        return KILN_ERR_ARG;
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
     *rs = kiln_run_get(s, g, fn);

@@ -65,9 +65,11 @@ kiln_status kiln_session_exec_init(kiln_session *s,
 /* Frees the profile, printing it first when it came from KILN_PROFILE. */
 void kiln_session_exec_free(kiln_session *s);
 
-/* Clears the session's message: called first by each call on it that can
-   fail, so that a success leaves "" (the rule in kiln.h). */
-void kiln_session_clear_error(kiln_session *s);
+/* Starts a public call on s that can record an error on it: clears the
+   session's message, so that a success leaves "" (the rule in kiln.h), and
+   returns KILN_OK; KILN_ERR_ARG with kiln_last_error ("fn: session is
+   NULL") for a NULL s. */
+kiln_status kiln_session_begin(kiln_session *s, const char *fn);
 /* Records the session's error message and returns st. */
 kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
                               ...) KILN_PRINTF(3, 4);

@@ -114,9 +114,12 @@ kiln_status kiln_session_fail(kiln_session *s, kiln_status st, const char *fmt,
     return st;
 }
 
-void kiln_session_clear_error(kiln_session *s)
+kiln_status kiln_session_begin(kiln_session *s, const char *fn)
 {
+    if (!s)
+        return kiln_null_arg(fn, "session");
     s->err[0] = 0;
+    return KILN_OK;
 }
 
 const char *kiln_session_error(const kiln_session *s)
@@ -204,11 +207,14 @@ kiln_status kiln_session_variable_info(const kiln_session *s, int i,
     const char *fn = "kiln_session_variable_info";
     if (!s || !info)
         return kiln_null_arg(fn, s ? "info" : "session");
-    if (i < 0 || i >= s->n_vars) {
-        kiln_set_last_error("%s: index %d is outside [0, %d)", fn, i,
-                            s->n_vars);
-        return KILN_ERR_ARG;
-    }
+    /* the message is the session's error state, not part of its value:
+       a const session still reports on itself */
+    kiln_session *w = (kiln_session *)s;
+    kiln_session_begin(w, fn);
+    if (i < 0 || i >= s->n_vars)
+        return kiln_session_fail(w, KILN_ERR_ARG,
+                                 "%s: index %d is outside [0, %d)", fn, i,
+                                 s->n_vars);
     const kiln_var *v = &s->vars[i];
     info->name = v->name;
     info->dtype = v->dtype;
@@ -274,8 +280,8 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
                                  kiln_init init, int trainable)
 {
     char b1[96], b2[96];
-    if (!s)
-        return kiln_null_arg("kiln_session_declare", "session");
+    if (kiln_session_begin(s, "kiln_session_declare") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!name || !*name)
         return kiln_session_fail(
             s, KILN_ERR_ARG, "kiln_session_declare: a variable needs a name");
@@ -329,10 +335,8 @@ static kiln_var *lookup(kiln_session *s, const char *name, const kiln_tensor *t,
                         const char *fn)
 {
     char b1[96], b2[96];
-    if (!s) {
-        kiln_null_arg(fn, "session");
+    if (kiln_session_begin(s, fn) != KILN_OK)
         return NULL;
-    }
     if (!name || !t) {
         kiln_session_fail(s, KILN_ERR_ARG, "%s: name or tensor is NULL", fn);
         return NULL;

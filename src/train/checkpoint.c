@@ -10,8 +10,8 @@ static const char *RNG_KEY = "__rng__";
 
 kiln_status kiln_session_save(kiln_session *s, const char *path)
 {
-    if (!s)
-        return kiln_null_arg("kiln_session_save", "session");
+    if (kiln_session_begin(s, "kiln_session_save") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_save: path is NULL");
@@ -129,8 +129,8 @@ static void commit(kiln_session *s, const kiln_tensor_list *l, staged_vars *st)
 
 kiln_status kiln_session_load(kiln_session *s, const char *path)
 {
-    if (!s)
-        return kiln_null_arg("kiln_session_load", "session");
+    if (kiln_session_begin(s, "kiln_session_load") != KILN_OK)
+        return KILN_ERR_ARG;
     if (!path)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_session_load: path is NULL");

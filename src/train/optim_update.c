@@ -290,6 +290,7 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
         kiln_set_last_error("%s: the optimiser's session was freed", fn);
         return KILN_ERR_STATE;
     }
+    kiln_session_begin(s, fn);
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
     if (g->status != KILN_OK)
