@@ -1,5 +1,7 @@
 /* Symbolic sizes: the marks kiln_input_sym puts on a graph, and compiled
    functions that run one graph at every batch size. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+
 #include "test_helpers.h"
 
 /* Every allocation of the library and of this file goes through these
@@ -81,6 +83,12 @@ static void test_sym_marks(void **state)
     assert_int_equal(kiln_graph_status(g), KILN_OK);
     assert_int_equal(sym_of(dx), 1u);
     assert_int_equal(sym_of(kiln_grad(g, loss, w)), 0u);
+    kiln_node *b =
+        kiln_variable(g, "b", KILN_F32, KILN_SHAPE(5), kiln_init_zeros());
+    assert_int_equal(
+        sym_of(kiln_broadcast(g, b, kiln_node_shape(h), KILN_AXIS(0))), 1u);
+    assert_int_equal(
+        sym_of(kiln_broadcast(g, b, KILN_SHAPE(4, 5), KILN_AXIS(0))), 0u);
     kiln_node *fill = kiln_fill(g, kiln_node_shape(h), 0);
     assert_int_equal(sym_of(fill), 1u);
     kiln_shape s = kiln_node_shape(h);
@@ -391,6 +399,15 @@ static void test_baked_size_refused(void **state)
     assert_int_equal(kiln_run(f, &xt, &yt), KILN_OK);
     th_assert_close_f("x + 1", kiln_tensor_f32(yt), (float[]){2, 3, 4, 5, 6, 7},
                       6, 0, 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    assert_int_equal(kiln_function_print(f, mem), KILN_OK);
+    fclose(mem);
+    assert_non_null(strstr(text, "\nsymbolic size: 2 (the size it ran at "
+                                 "last)\n"));
+    assert_non_null(strstr(text, "add(%0, %1) f32[2,3]"));
+    free(text);
     kiln_tensor_free(xt);
     kiln_tensor_free(yt);
     kiln_graph_free(g);

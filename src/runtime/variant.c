@@ -226,6 +226,9 @@ void kiln_variant_print(const kiln_variant *v, FILE *out)
             "function: %d inputs, %d outputs, %d kernels, %zu bytes of "
             "buffers (%zu with one buffer per value)\n",
             u->n_in, u->n_out, v->n_steps, v->arena_bytes, v->unplanned_bytes);
+    if (v->size >= 0)
+        fprintf(out, "symbolic size: %lld (the size it ran at last)\n",
+                (long long)v->size);
     fprintf(out, "buffers:\n");
     for (int id = 0; id < u->g->n_nodes; id++)
         print_buffer(v, u->g->nodes[id], out);
