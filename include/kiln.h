@@ -11,11 +11,11 @@
  *    chain of calls is checked once at the end.  kiln_graph_clear clears it.
  *  - every other object -- a session and what runs on it (functions,
  *    dynamic runs, optimisers, computations: kiln_session_error), a program
- *    (kiln_program_error, after its graph's error) -- is cleared when a
- *    call that can record an error on it starts: the message is "" after a
- *    success and describes the latest failed call otherwise, never an older
- *    one.  Calls that cannot fail on the object (getters, plain switches)
- *    leave it as it is.
+ *    (kiln_program_error, after its graph's error), a batcher
+ *    (kiln_batcher_error) -- is cleared when a call that can record an
+ *    error on it starts: the message is "" after a success and describes
+ *    the latest failed call otherwise, never an older one.  Calls that
+ *    cannot fail on the object (getters, plain switches) leave it as is.
  *  - kiln_last_error() (per thread) is only for calls with no object to
  *    hold the message: constructors that return NULL, a NULL object
  *    ("kiln_feed: session is NULL"), functions with no object (file

@@ -65,7 +65,9 @@ static void test_batcher_epoch(void **state)
     /* wrong batch shape */
     kiln_tensor *bad = kiln_tensor_new(KILN_F32, KILN_SHAPE(3, 3));
     assert_int_equal(kiln_batcher_next(b, bad, yb), -1);
-    assert_non_null(strstr(kiln_last_error(), "batch"));
+    assert_non_null(strstr(kiln_batcher_error(b), "batch tensors must be"));
+    assert_int_equal(kiln_batcher_next(b, xb, yb), 4);
+    assert_string_equal(kiln_batcher_error(b), "");
     kiln_batcher_free(b);
     assert_null(kiln_batcher_new(x, y, 0, 0, 0, 1));
     kiln_tensor_free(bad);

@@ -616,7 +616,7 @@ static void test_batcher_next_null_batcher(void **state)
     kiln_batcher *b = kiln_batcher_new(x, NULL, 2, 0, 0, 1);
     assert_non_null(b);
     assert_int_equal(kiln_batcher_next(b, NULL, NULL), -1);
-    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_last_error(),
+    want_err(KILN_ERR_ARG, KILN_ERR_ARG, kiln_batcher_error(b),
              "kiln_batcher_next: batch tensors must be shaped", NULL);
     assert_int_equal(kiln_batcher_next(b, xb, NULL), 2);
     assert_float_equal(kiln_tensor_f32(xb)[3], 4.0f, 0);

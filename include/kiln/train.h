@@ -154,8 +154,11 @@ kiln_batcher *kiln_batcher_new(const kiln_tensor *x, const kiln_tensor *y,
 void kiln_batcher_free(kiln_batcher *b);
 /* Copies the next batch into xb and yb (shaped [batch, ...]); returns the
    number of rows copied, 0 at the end of the epoch (then starts a new,
-   reshuffled epoch), -1 on a shape mismatch (kiln_last_error). */
+   reshuffled epoch), -1 on a shape mismatch (kiln_batcher_error) or a NULL
+   b (kiln_last_error). */
 int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb);
+/* Message of the batcher's last kiln_batcher_next: "" when it succeeded. */
+const char *kiln_batcher_error(const kiln_batcher *b);
 /* Batches per epoch. */
 int64_t kiln_batcher_num_batches(const kiln_batcher *b);
 /* The shuffling RNG, for checkpoints. */

@@ -204,6 +204,7 @@ struct kiln_batcher {
     int64_t rows, *order, pos;
     int batch, shuffle, drop_last;
     kiln_rng rng;
+    char err[KILN_ERRMSG_MAX]; /* the last kiln_batcher_next's failure */
 };
 
 static void shuffle_order(kiln_batcher *b)
@@ -274,6 +275,11 @@ kiln_rng *kiln_batcher_rng(kiln_batcher *b)
     return b ? &b->rng : NULL;
 }
 
+const char *kiln_batcher_error(const kiln_batcher *b)
+{
+    return b ? b->err : "batcher is NULL";
+}
+
 static int rows_match(const kiln_tensor *src, const kiln_tensor *dst, int batch)
 {
     if (!src)
@@ -302,9 +308,11 @@ int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
         kiln_null_arg("kiln_batcher_next", "batcher");
         return -1;
     }
+    b->err[0] = 0;
     if (!rows_match(b->x, xb, b->batch) || !rows_match(b->y, yb, b->batch)) {
-        kiln_set_last_error("kiln_batcher_next: batch tensors must be shaped "
-                            "[batch, ...] like the data");
+        snprintf(b->err, sizeof b->err,
+                 "kiln_batcher_next: batch tensors must be shaped "
+                 "[batch, ...] like the data");
         return -1;
     }
     int64_t left = b->rows - b->pos;
