@@ -158,7 +158,8 @@ kiln_status kiln_program_compile(kiln_program *p, kiln_session *s);
    freed (compile it again into another). */
 kiln_status kiln_program_run(kiln_program *p, const kiln_stream_data *data,
                              int n);
-/* The graph's error, else the last compile or run error ("" when none). */
+/* The graph's error (sticky), else the message of the program's last
+   kiln_program_compile or kiln_program_run: "" when it succeeded. */
 const char *kiln_program_error(const kiln_program *p);
 
 KILN_DECLS_END
