@@ -3,13 +3,14 @@
 # per-area headers it includes, include/kiln/*.h) does not declare, or does
 # not export one it declares (the library is built with -fvisibility=hidden
 # and the headers make their declarations visible).
-# usage: exports.sh LIBKILN_SO KILN_H CC
+# usage: exports.sh LIBKILN_SO KILN_H CC [GENERATED_INCLUDE_DIR]
+# (the build writes kiln/elementwise.h into GENERATED_INCLUDE_DIR)
 set -e
-lib=$1 header=$2 cc=$3
+lib=$1 header=$2 cc=$3 generated=${4:-.}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # functions the header declares: names followed by "(" after preprocessing
-"$cc" -E -P -I"$(dirname "$header")" "$header" | grep -o 'kiln_[A-Za-z0-9_]*[[:space:]]*(' |
+"$cc" -E -P -I"$(dirname "$header")" -I"$generated" "$header" | grep -o 'kiln_[A-Za-z0-9_]*[[:space:]]*(' |
     sed 's/[[:space:](]//g' | sort -u >"$tmp/declared"
 nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u >"$tmp/exported"
 if [ ! -s "$tmp/exported" ] || [ ! -s "$tmp/declared" ]; then

@@ -3,48 +3,22 @@
 #ifndef KILN_OPS_H
 #define KILN_OPS_H
 
+#include "kiln/elementwise.h"
 #include "kiln/graph.h"
 
 KILN_DECLS_BEGIN
 
 /* ---------------------------------------------- elementwise */
 
-/* Unary elementwise ops on f32. */
-kiln_node *kiln_neg(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_abs(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_sign(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_exp(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_log(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_sqrt(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_sin(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_cos(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_tanh(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_sigmoid(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_relu(kiln_graph *g, kiln_node *x);
-kiln_node *kiln_erf(kiln_graph *g, kiln_node *x);
+/* The unary and binary elementwise ops (kiln_exp, kiln_add, ...) are
+   declared in kiln/elementwise.h, which the build writes from their table
+   (src/graph/elementwise.def). */
 /* x * s for a float s (a constant scalar broadcast). */
 kiln_node *kiln_scale(kiln_graph *g, kiln_node *x, float s);
 /* gelu, tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
 kiln_node *kiln_gelu(kiln_graph *g, kiln_node *x);
 /* gelu, exact form: 0.5x(1+erf(x/sqrt 2)). */
 kiln_node *kiln_gelu_erf(kiln_graph *g, kiln_node *x);
-
-/* Binary elementwise ops with numpy broadcasting. */
-kiln_node *kiln_add(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_sub(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_div(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_pow(kiln_graph *g, kiln_node *a, kiln_node *b);
-/* max / min (and relu) propagate NaN, and a tie splits the gradient evenly
-   between a and b, as torch.maximum / torch.minimum. */
-kiln_node *kiln_max(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_min(kiln_graph *g, kiln_node *a, kiln_node *b);
-/* Comparisons give f32 1.0 where true, 0.0 where false; no gradient. */
-kiln_node *kiln_lt(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_le(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_gt(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_ge(kiln_graph *g, kiln_node *a, kiln_node *b);
-kiln_node *kiln_eq(kiln_graph *g, kiln_node *a, kiln_node *b);
 /* where(cond != 0, a, b), all three broadcast together. */
 kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
                        kiln_node *b);

@@ -25,17 +25,20 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
 /* Ops with a fast kernel, each defined as kiln_fast_<OP> in a fast_*.c
    file (fused.c for FUSED) and listed in kiln_fast_kernels. */
 #define KILN_FAST_OPS(X)                                                       \
-    X(NEG)                                                                     \
-    X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(SIN) X(COS) X(TANH) X(SIGMOID)      \
-        X(RELU) X(ERF) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAX) X(MIN) X(LT)  \
-            X(LE) X(GT) X(GE) X(EQ) X(SELECT) X(SUM) X(RMAX) X(RESHAPE)        \
-                X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)    \
-                    X(MATMUL_ACC)                                              \
-                    X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
+    X(SELECT)                                                                  \
+    X(SUM)                                                                     \
+    X(RMAX) X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL) \
+        X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
 KILN_FAST_OPS(KILN_FAST_DECLARE)
+/* and every elementwise op of the table (cpu/fast_elementwise.c) */
+#define KILN_UNARY(OP, ...) KILN_FAST_DECLARE(OP)
+#define KILN_BINARY(OP, ...) KILN_FAST_DECLARE(OP)
+#include "graph/elementwise.def"
+#undef KILN_UNARY
+#undef KILN_BINARY
 #undef KILN_FAST_DECLARE
 
 #endif

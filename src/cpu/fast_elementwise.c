@@ -13,11 +13,6 @@
 /* Elements per piece handed to one thread. */
 enum { PIECE = 16384 };
 
-static inline float sign(float x)
-{
-    return (float)((x > 0) - (x < 0));
-}
-
 /* ------------------------------------------------------------ span functions
  */
 
@@ -34,19 +29,6 @@ typedef void (*binary_span)(float *o, const float *a, int64_t sa,
             o[i] = (expr);                                                     \
         }                                                                      \
     }
-UNARY_SPAN(NEG, -x)
-UNARY_SPAN(ABS, fabsf(x))
-UNARY_SPAN(SIGN, sign(x))
-UNARY_SPAN(EXP, vm_expf(x))
-UNARY_SPAN(LOG, vm_logf(x))
-UNARY_SPAN(SQRT, sqrtf(x))
-UNARY_SPAN(SIN, sinf(x))
-UNARY_SPAN(COS, cosf(x))
-UNARY_SPAN(TANH, vm_tanhf(x))
-UNARY_SPAN(SIGMOID, vm_sigmoidf(x))
-UNARY_SPAN(RELU, kiln_s_relu(x))
-UNARY_SPAN(ERF, erff(x))
-#undef UNARY_SPAN
 
 /* One loop per stride pattern, so each is a plain vector loop. */
 #define BINARY_SPAN(OP, expr)                                                  \
@@ -81,19 +63,6 @@ UNARY_SPAN(ERF, erff(x))
             }                                                                  \
         }                                                                      \
     }
-BINARY_SPAN(ADD, x + y)
-BINARY_SPAN(SUB, x - y)
-BINARY_SPAN(MUL, x *y)
-BINARY_SPAN(DIV, x / y)
-BINARY_SPAN(POW, powf(x, y))
-BINARY_SPAN(MAX, kiln_s_max(x, y))
-BINARY_SPAN(MIN, kiln_s_min(x, y))
-BINARY_SPAN(LT, x < y ? 1.0f : 0.0f)
-BINARY_SPAN(LE, x <= y ? 1.0f : 0.0f)
-BINARY_SPAN(GT, x > y ? 1.0f : 0.0f)
-BINARY_SPAN(GE, x >= y ? 1.0f : 0.0f)
-BINARY_SPAN(EQ, x == y ? 1.0f : 0.0f)
-#undef BINARY_SPAN
 
 KILN_CLONES static void span_select(float *o, const float *c, int64_t sc,
                                     const float *a, int64_t sa, const float *b,
@@ -211,40 +180,22 @@ void kiln_fast_SELECT(const kiln_node *n, void *o, void *const *in)
     kiln_par_for(j.p.rows * j.pieces, cost, select_range, &j);
 }
 
-#define UNARY_KERNEL(OP)                                                       \
+/* A span function and a kernel per row of the elementwise table, its
+   formula with the vectorisable exp, log and tanh of cpu/vmath.h (the op
+   names are pasted, never expanded: EXP is a macro here). */
+#define KILN_UNARY(OP, name, f, ...)                                           \
+    UNARY_SPAN(OP##_, f)                                                       \
     void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)          \
     {                                                                          \
-        run_unary(n, o, in, span_##OP);                                        \
+        run_unary(n, o, in, span_##OP##_);                                     \
     }
-UNARY_KERNEL(NEG)
-UNARY_KERNEL(ABS)
-UNARY_KERNEL(SIGN)
-UNARY_KERNEL(EXP)
-UNARY_KERNEL(LOG)
-UNARY_KERNEL(SQRT)
-UNARY_KERNEL(SIN)
-UNARY_KERNEL(COS)
-UNARY_KERNEL(TANH)
-UNARY_KERNEL(SIGMOID)
-UNARY_KERNEL(RELU)
-UNARY_KERNEL(ERF)
-#undef UNARY_KERNEL
-
-#define BINARY_KERNEL(OP)                                                      \
+#define KILN_BINARY(OP, name, f, ...)                                          \
+    BINARY_SPAN(OP##_, f)                                                      \
     void kiln_fast_##OP(const kiln_node *n, void *o, void *const *in)          \
     {                                                                          \
-        run_binary(n, o, in, span_##OP);                                       \
+        run_binary(n, o, in, span_##OP##_);                                    \
     }
-BINARY_KERNEL(ADD)
-BINARY_KERNEL(SUB)
-BINARY_KERNEL(MUL)
-BINARY_KERNEL(DIV)
-BINARY_KERNEL(POW)
-BINARY_KERNEL(MAX)
-BINARY_KERNEL(MIN)
-BINARY_KERNEL(LT)
-BINARY_KERNEL(LE)
-BINARY_KERNEL(GT)
-BINARY_KERNEL(GE)
-BINARY_KERNEL(EQ)
-#undef BINARY_KERNEL
+#define EXP vm_expf
+#define LOG vm_logf
+#define TANH vm_tanhf
+#include "graph/elementwise.def"

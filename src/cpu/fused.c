@@ -100,14 +100,6 @@ static const float *load_block(const load_plan *p, kiln_shape out, int64_t base,
     return buf;
 }
 
-static inline float sigmoidf(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
 /* Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time, so
    the arithmetic loops below vectorise on any processor. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) &&         \
@@ -119,69 +111,10 @@ static inline float sigmoidf(float x)
 #define FUSED_CLONES
 #endif
 
-/* r = op(a, b, c) over len elements.  The reference (APPLY_REF) uses the
-   expressions of the reference kernels; the fast one (APPLY_FAST) the
-   vectorisable exp, log, tanh and sigmoid of vmath.h, which the fast
-   unfused kernels use too (within 2 ulp of libm). */
-#define APPLY_BODY(EXPF, LOGF, TANHF, SIGMOIDF)                                \
-    {                                                                          \
-        switch (op) {                                                          \
-        case KILN_OP_NEG:                                                      \
-            LOOP(-x);                                                          \
-        case KILN_OP_ABS:                                                      \
-            LOOP(fabsf(x));                                                    \
-        case KILN_OP_SIGN:                                                     \
-            LOOP((float)((x > 0) - (x < 0)));                                  \
-        case KILN_OP_EXP:                                                      \
-            LOOP(EXPF(x));                                                     \
-        case KILN_OP_LOG:                                                      \
-            LOOP(LOGF(x));                                                     \
-        case KILN_OP_SQRT:                                                     \
-            LOOP(sqrtf(x));                                                    \
-        case KILN_OP_SIN:                                                      \
-            LOOP(sinf(x));                                                     \
-        case KILN_OP_COS:                                                      \
-            LOOP(cosf(x));                                                     \
-        case KILN_OP_TANH:                                                     \
-            LOOP(TANHF(x));                                                    \
-        case KILN_OP_SIGMOID:                                                  \
-            LOOP(SIGMOIDF(x));                                                 \
-        case KILN_OP_RELU:                                                     \
-            LOOP(kiln_s_relu(x));                                              \
-        case KILN_OP_ERF:                                                      \
-            LOOP(erff(x));                                                     \
-        case KILN_OP_ADD:                                                      \
-            LOOP2(x + y);                                                      \
-        case KILN_OP_SUB:                                                      \
-            LOOP2(x - y);                                                      \
-        case KILN_OP_MUL:                                                      \
-            LOOP2(x * y);                                                      \
-        case KILN_OP_DIV:                                                      \
-            LOOP2(x / y);                                                      \
-        case KILN_OP_POW:                                                      \
-            LOOP2(powf(x, y));                                                 \
-        case KILN_OP_MAX:                                                      \
-            LOOP2(kiln_s_max(x, y));                                           \
-        case KILN_OP_MIN:                                                      \
-            LOOP2(kiln_s_min(x, y));                                           \
-        case KILN_OP_LT:                                                       \
-            LOOP2(x < y ? 1.0f : 0.0f);                                        \
-        case KILN_OP_LE:                                                       \
-            LOOP2(x <= y ? 1.0f : 0.0f);                                       \
-        case KILN_OP_GT:                                                       \
-            LOOP2(x > y ? 1.0f : 0.0f);                                        \
-        case KILN_OP_GE:                                                       \
-            LOOP2(x >= y ? 1.0f : 0.0f);                                       \
-        case KILN_OP_EQ:                                                       \
-            LOOP2(x == y ? 1.0f : 0.0f);                                       \
-        case KILN_OP_SELECT:                                                   \
-            for (int64_t e = 0; e < len; e++)                                  \
-                r[e] = a[e] != 0.0f ? b[e] : c[e];                             \
-            return;                                                            \
-        default:                                                               \
-            return; /* the validator admits no other op */                     \
-        }                                                                      \
-    }
+/* r = op(a, b, c) over len elements: the op's formula from its row of
+   graph/elementwise.def, once with the reference kernels' libm functions
+   (apply_ref: bit-identical to the unfused reference kernels) and once
+   with the fast kernels' cpu/vmath.h ones (apply_fast). */
 #define LOOP(expr)                                                             \
     for (int64_t e = 0; e < len; e++) {                                        \
         float x = a[e];                                                        \
@@ -195,21 +128,39 @@ static inline float sigmoidf(float x)
         r[e] = (expr);                                                         \
     }                                                                          \
     return
+#define KILN_UNARY(OP, name, f, ...)                                           \
+    case KILN_OP_##OP:                                                         \
+        LOOP(f);
+#define KILN_BINARY(OP, name, f, ...)                                          \
+    case KILN_OP_##OP:                                                         \
+        LOOP2(f);
+/* select is not in the table: its kernels are written out */
+#define SELECT_CASE                                                            \
+    case KILN_OP_SELECT:                                                       \
+        for (int64_t e = 0; e < len; e++)                                      \
+            r[e] = a[e] != 0.0f ? b[e] : c[e];                                 \
+        return;                                                                \
+    default:                                                                   \
+        return; /* the validator admits no other op */
 
 typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
                          const float *c, int64_t len);
 
-FUSED_CLONES static void apply_ref(kiln_op op, float *r, const float *a,
-                                   const float *b, const float *c, int64_t len)
-    APPLY_BODY(expf, logf, tanhf, sigmoidf)
-
-FUSED_CLONES static void apply_fast(kiln_op op, float *r, const float *a,
-                                    const float *b, const float *c,
-                                    int64_t len)
-    APPLY_BODY(vm_expf, vm_logf, vm_tanhf, vm_sigmoidf)
+#define APPLY apply_ref
+#define EXP expf
+#define LOG logf
+#define TANH tanhf
+#include "cpu/fused_apply.h"
+#define APPLY apply_fast
+#define EXP vm_expf
+#define LOG vm_logf
+#define TANH vm_tanhf
+#include "cpu/fused_apply.h"
+#undef KILN_UNARY
+#undef KILN_BINARY
+#undef SELECT_CASE
 #undef LOOP
 #undef LOOP2
-#undef APPLY_BODY
 
 /* One run of a program over blocks [lo, hi) of the output. */
 typedef struct fused_job {
@@ -241,8 +192,8 @@ static void fused_blocks(void *ctx, int64_t lo, int64_t hi)
         const kiln_fused_instr *ins = &p->ins[i];
         if (!constant_value(j, ins))
             continue;
-        float v = ins->op == KILN_FUSED_IMM ? ins->imm
-                                            : j->loads[ins->arg[0]].x[0];
+        float v =
+            ins->op == KILN_FUSED_IMM ? ins->imm : j->loads[ins->arg[0]].x[0];
         for (int e = 0; e < BLOCK; e++)
             store[i][e] = v;
         val[i] = store[i];

@@ -54,15 +54,9 @@ static int same_shapes(const kiln_node *n)
 
 /* ------------------------------------------------------------ elementwise */
 
-static inline float sigmoidf(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
-#define UNARY_KERNEL(OP, expr)                                                 \
+/* One kernel per row of the elementwise table, its formula f with libm
+   (the op names are pasted, never expanded: EXP is a macro here). */
+#define KILN_UNARY(OP, name, f, ...)                                           \
     static void ref_##OP(const kiln_node *n, void *o, void *const *in)         \
     {                                                                          \
         float *out = o;                                                        \
@@ -70,24 +64,11 @@ static inline float sigmoidf(float x)
         int64_t len = kiln_shape_numel(n->shape);                              \
         for (int64_t i = 0; i < len; i++) {                                    \
             float x = a[i];                                                    \
-            out[i] = (expr);                                                   \
+            out[i] = (f);                                                      \
         }                                                                      \
     }
-UNARY_KERNEL(NEG, -x)
-UNARY_KERNEL(ABS, fabsf(x))
-UNARY_KERNEL(SIGN, (float)((x > 0) - (x < 0)))
-UNARY_KERNEL(EXP, expf(x))
-UNARY_KERNEL(LOG, logf(x))
-UNARY_KERNEL(SQRT, sqrtf(x))
-UNARY_KERNEL(SIN, sinf(x))
-UNARY_KERNEL(COS, cosf(x))
-UNARY_KERNEL(TANH, tanhf(x))
-UNARY_KERNEL(SIGMOID, sigmoidf(x))
-UNARY_KERNEL(RELU, kiln_s_relu(x))
-UNARY_KERNEL(ERF, erff(x))
-#undef UNARY_KERNEL
 
-#define BINARY_KERNEL(OP, expr)                                                \
+#define KILN_BINARY(OP, name, f, ...)                                          \
     static void ref_##OP(const kiln_node *n, void *o, void *const *in)         \
     {                                                                          \
         float *out = o;                                                        \
@@ -96,7 +77,7 @@ UNARY_KERNEL(ERF, erff(x))
         if (same_shapes(n)) {                                                  \
             for (int64_t i = 0; i < len; i++) {                                \
                 float x = pa[i], y = pb[i];                                    \
-                out[i] = (expr);                                               \
+                out[i] = (f);                                                  \
             }                                                                  \
             return;                                                            \
         }                                                                      \
@@ -104,22 +85,18 @@ UNARY_KERNEL(ERF, erff(x))
         bcast_init(&it, n);                                                    \
         for (int64_t i = 0; i < len; i++, bcast_next(&it)) {                   \
             float x = pa[it.off[0]], y = pb[it.off[1]];                        \
-            out[i] = (expr);                                                   \
+            out[i] = (f);                                                      \
         }                                                                      \
     }
-BINARY_KERNEL(ADD, x + y)
-BINARY_KERNEL(SUB, x - y)
-BINARY_KERNEL(MUL, x *y)
-BINARY_KERNEL(DIV, x / y)
-BINARY_KERNEL(POW, powf(x, y))
-BINARY_KERNEL(MAX, kiln_s_max(x, y))
-BINARY_KERNEL(MIN, kiln_s_min(x, y))
-BINARY_KERNEL(LT, x < y ? 1.0f : 0.0f)
-BINARY_KERNEL(LE, x <= y ? 1.0f : 0.0f)
-BINARY_KERNEL(GT, x > y ? 1.0f : 0.0f)
-BINARY_KERNEL(GE, x >= y ? 1.0f : 0.0f)
-BINARY_KERNEL(EQ, x == y ? 1.0f : 0.0f)
-#undef BINARY_KERNEL
+#define EXP expf
+#define LOG logf
+#define TANH tanhf
+#include "graph/elementwise.def"
+#undef KILN_UNARY
+#undef KILN_BINARY
+#undef EXP
+#undef LOG
+#undef TANH
 
 static void ref_SELECT(const kiln_node *n, void *o, void *const *in)
 {
@@ -318,13 +295,13 @@ static void ref_CONCAT(const kiln_node *n, void *o, void *const *in)
         int64_t chunk = n->in[k]->shape.d[ax] * inner;
         const elem *x = in[k];
         for (int64_t i = 0; i < outer; i++)
-            memcpy(out + i * row + col, x + i * chunk, (size_t)chunk * sizeof(elem));
+            memcpy(out + i * row + col, x + i * chunk,
+                   (size_t)chunk * sizeof(elem));
         col += chunk;
     }
 }
 
 /* ------------------------------------------------------------ contraction */
-
 
 static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
 {
@@ -373,7 +350,8 @@ static void ref_MATMUL_ACC(const kiln_node *n, void *o, void *const *in)
             for (int64_t p = 0; p < k; p++) {
                 double av = ta ? a[p * m + i] : a[i * k + p];
                 for (int64_t j = 0; j < w; j++)
-                    acc[j] += av * (tb ? b[(j0 + j) * k + p] : b[p * nn + j0 + j]);
+                    acc[j] +=
+                        av * (tb ? b[(j0 + j) * k + p] : b[p * nn + j0 + j]);
             }
             for (int64_t j = 0; j < w; j++)
                 out[i * nn + j0 + j] =
@@ -462,10 +440,10 @@ static void ref_CAST(const kiln_node *n, void *o, void *const *in)
         int32_t *out = o;
         for (int64_t i = 0; i < len; i++) {
             float v = x[i];
-            out[i] = isnan(v)          ? 0
-                     : v >= 2147483647.0f ? INT32_MAX
+            out[i] = isnan(v)              ? 0
+                     : v >= 2147483647.0f  ? INT32_MAX
                      : v <= -2147483648.0f ? INT32_MIN
-                                          : (int32_t)v;
+                                           : (int32_t)v;
         }
     } else {
         const int32_t *x = in[0];

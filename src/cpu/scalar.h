@@ -25,6 +25,15 @@ static inline float kiln_s_relu(float x)
     return x < 0.0f ? 0.0f : x;
 }
 
+/* sigmoid from e = exp(-|x|) (any exp, so that reference and fast kernels
+   share the formula): 1/(1+e) for x >= 0, e/(1+e) below, never
+   overflowing; NaN stays NaN. */
+static inline float kiln_s_sigmoid(float x, float e)
+{
+    float r = 1.0f / (1.0f + e);
+    return x >= 0 ? r : e * r;
+}
+
 /* 1 when v is a better candidate than the best so far for argmax: larger,
    or NaN (the first NaN wins, as in torch.argmax). */
 static inline int kiln_s_argmax_better(float v, float best)

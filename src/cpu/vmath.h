@@ -1,4 +1,4 @@
-/* Branch-free float exp, log, tanh and sigmoid that compilers vectorise
+/* Branch-free float exp, log and tanh that compilers vectorise
    inside simd loops.  Within 2 ulp of libm over the whole range (checked
    against the reference kernels in tests/test_kernels.c); infinities and
    NaN behave as in libm. */
@@ -92,15 +92,6 @@ static inline float vm_tanhf(float x)
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = copysignf(big, x);
     float y = a < 0.4f ? small : big;
-    return x != x ? x : y;
-}
-
-/* sigmoid as the reference: 1/(1+exp(-x)) for x >= 0, e/(1+e) below. */
-static inline float vm_sigmoidf(float x)
-{
-    float e = vm_expf(-fabsf(x));
-    float r = 1.0f / (1.0f + e);
-    float y = x >= 0 ? r : e * r;
     return x != x ? x : y;
 }
 

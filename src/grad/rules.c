@@ -14,95 +14,43 @@
     static void grad_##OP(kiln_graph *g, kiln_node *n, kiln_node *adj,         \
                           unsigned need, kiln_node **gin)
 
-RULE(NEG)
-{
-    (void)n, (void)need;
-    gin[0] = U(NEG, adj);
-}
-RULE(ABS)
-{
-    (void)need;
-    gin[0] = B(MUL, adj, U(SIGN, n->in[0]));
-}
-RULE(EXP)
-{
-    (void)need;
-    gin[0] = B(MUL, adj, n);
-}
-RULE(LOG)
-{
-    (void)need;
-    gin[0] = B(DIV, adj, n->in[0]);
-}
-RULE(SQRT)
-{
-    (void)need;
-    gin[0] = B(DIV, B(MUL, adj, C(0.5f)), n);
-}
-RULE(SIN)
-{
-    (void)need;
-    gin[0] = B(MUL, adj, U(COS, n->in[0]));
-}
-RULE(COS)
-{
-    (void)need;
-    gin[0] = U(NEG, B(MUL, adj, U(SIN, n->in[0])));
-}
-RULE(TANH)
-{
-    (void)need;
-    gin[0] = B(MUL, adj, B(SUB, C(1.0f), B(MUL, n, n)));
-}
-RULE(SIGMOID)
-{
-    (void)need;
-    gin[0] = B(MUL, adj, B(MUL, n, B(SUB, C(1.0f), n)));
-}
-/* PyTorch's threshold_backward: where(x <= 0, 0, adj), so relu'(0) = 0 and
-   a NaN passes the gradient on. */
-RULE(RELU)
-{
-    (void)need;
-    kiln_node *zero = C(0.0f);
-    gin[0] = kiln_select(g, B(LE, n->in[0], zero), zero, adj);
-}
-RULE(ERF)
-{
-    (void)need;
-    kiln_node *x = n->in[0];
-    kiln_node *e = U(EXP, U(NEG, B(MUL, x, x)));
-    gin[0] = B(MUL, adj, B(MUL, e, C(1.1283791670955126f))); /* 2/sqrt(pi) */
-}
+#define SEL(c, a, b) kiln_select(g, (c), (a), (b))
 
-RULE(ADD)
-{
-    (void)g, (void)n, (void)need;
-    gin[0] = adj;
-    gin[1] = adj;
-}
-RULE(SUB)
-{
-    (void)n;
-    gin[0] = adj;
-    if (NEED(1))
-        gin[1] = U(NEG, adj);
-}
-RULE(MUL)
-{
-    if (NEED(0))
-        gin[0] = B(MUL, adj, n->in[1]);
-    if (NEED(1))
-        gin[1] = B(MUL, adj, n->in[0]);
-}
-RULE(DIV)
-{
-    kiln_node *b = n->in[1];
-    if (NEED(0))
-        gin[0] = B(DIV, adj, b);
-    if (NEED(1))
-        gin[1] = U(NEG, B(DIV, B(MUL, adj, n), b));
-}
+/* The rules of the elementwise ops whose rows (graph/elementwise.def) give
+   their gradient as a formula: D(dx), or D2(dx, dy) for binary ops, in the
+   node x (and y), the result out and its adjoint adj.  GRAD_DEF_<kind>
+   turns a row's gradient into (emit, formulas...), so that the rows whose
+   rule is written out below (RULE) or that have none (NONE) emit nothing. */
+#define GRAD_DEF(def, OP) GRAD_EMIT(def, OP)
+#define GRAD_EMIT(emit, ...) emit(__VA_ARGS__)
+#define GRAD_DEF_D(dx) GRAD_UNARY, dx
+#define GRAD_DEF_D2(dx, dy) GRAD_BINARY, dx, dy
+#define GRAD_DEF_RULE GRAD_NOTHING, ~
+#define GRAD_DEF_NONE GRAD_NOTHING, ~
+#define GRAD_NOTHING(...)
+#define GRAD_UNARY(dx, OP)                                                     \
+    RULE(OP)                                                                   \
+    {                                                                          \
+        kiln_node *x = n->in[0], *out = n;                                     \
+        (void)g, (void)x, (void)out, (void)need;                               \
+        gin[0] = (dx);                                                         \
+    }
+#define GRAD_BINARY(dx, dy, OP)                                                \
+    RULE(OP)                                                                   \
+    {                                                                          \
+        kiln_node *x = n->in[0], *y = n->in[1], *out = n;                      \
+        (void)g, (void)x, (void)y, (void)out;                                  \
+        if (NEED(0))                                                           \
+            gin[0] = (dx);                                                     \
+        if (NEED(1))                                                           \
+            gin[1] = (dy);                                                     \
+    }
+#define KILN_UNARY(OP, name, f, grad, ...) GRAD_DEF(GRAD_DEF_##grad, OP)
+#define KILN_BINARY(OP, name, f, grad, ...) GRAD_DEF(GRAD_DEF_##grad, OP)
+#include "graph/elementwise.def"
+#undef KILN_UNARY
+#undef KILN_BINARY
+
 /* As PyTorch: d/da is 0 where b == 0 (so 0^0 has slope 0, not 0 * inf),
    d/db is 0 where a == 0 and b >= 0 (not 0 * log 0). */
 RULE(POW)
@@ -319,25 +267,16 @@ RULE(SOFTMAX_CE_GRAD)
     }
 }
 
-#define grad_INPUT NULL
-#define grad_CONSTANT NULL
-#define grad_VARIABLE NULL
-#define grad_SIGN NULL
-#define grad_LT NULL
-#define grad_LE NULL
-#define grad_GT NULL
-#define grad_GE NULL
-#define grad_EQ NULL
-#define grad_ARGMAX NULL
-#define grad_ONEHOT NULL
-#define grad_ASSIGN NULL
-#define grad_DOALL NULL
-#define grad_FUSED NULL      /* built after autodiff, by the compiler */
-#define grad_MATMUL_ACC NULL /* built after autodiff, by the compiler */
-#define grad_ERROR NULL
+/* Ops without a rule: NONE and INTERNAL in the op table. */
+#define GRAD_ENTRY_OF(kind, op) GRAD_ENTRY(kind, op)
+#define GRAD_ENTRY(kind, op) GRAD_ENTRY_##kind(op)
+#define GRAD_ENTRY_RULE(op) grad_##op
+#define GRAD_ENTRY_NONE(op) NULL
+#define GRAD_ENTRY_INTERNAL(op) NULL
 
 const kiln_grad_rule kiln_grad_rules[KILN_OP_COUNT] = {
-#define X(op, ...) [KILN_OP_##op] = grad_##op,
+#define X(op, name, arity, kind, infer, attrs, alias, grad)                    \
+    [KILN_OP_##op] = GRAD_ENTRY_OF(grad, op),
 #include "graph/ops.def"
 #undef X
 };

@@ -27,25 +27,6 @@ static kiln_node *unary(kiln_graph *g, kiln_op op, kiln_node *x, const char *fn)
     return map_op(g, op, &x, 1, fn);
 }
 
-#define UNARY_BUILDER(fname, OP)                                               \
-    kiln_node *kiln_##fname(kiln_graph *g, kiln_node *x)                       \
-    {                                                                          \
-        return unary(g, KILN_OP_##OP, x, "kiln_" #fname);                      \
-    }
-UNARY_BUILDER(neg, NEG)
-UNARY_BUILDER(abs, ABS)
-UNARY_BUILDER(sign, SIGN)
-UNARY_BUILDER(exp, EXP)
-UNARY_BUILDER(log, LOG)
-UNARY_BUILDER(sqrt, SQRT)
-UNARY_BUILDER(sin, SIN)
-UNARY_BUILDER(cos, COS)
-UNARY_BUILDER(tanh, TANH)
-UNARY_BUILDER(sigmoid, SIGMOID)
-UNARY_BUILDER(relu, RELU)
-UNARY_BUILDER(erf, ERF)
-#undef UNARY_BUILDER
-
 kiln_node *kiln_binary_op(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b)
 {
     kiln_node *in[2] = {a, b};
@@ -63,24 +44,20 @@ static kiln_node *binary(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
     return map_op(g, op, in, 2, fn);
 }
 
-#define BINARY_BUILDER(fname, OP)                                              \
-    kiln_node *kiln_##fname(kiln_graph *g, kiln_node *a, kiln_node *b)         \
+/* The public builders kiln_<name>, one per row of the table. */
+#define KILN_UNARY(OP, name, ...)                                              \
+    kiln_node *kiln_##name(kiln_graph *g, kiln_node *x)                        \
     {                                                                          \
-        return binary(g, KILN_OP_##OP, a, b, "kiln_" #fname);                  \
+        return unary(g, KILN_OP_##OP, x, "kiln_" #name);                       \
     }
-BINARY_BUILDER(add, ADD)
-BINARY_BUILDER(sub, SUB)
-BINARY_BUILDER(mul, MUL)
-BINARY_BUILDER(div, DIV)
-BINARY_BUILDER(pow, POW)
-BINARY_BUILDER(max, MAX)
-BINARY_BUILDER(min, MIN)
-BINARY_BUILDER(lt, LT)
-BINARY_BUILDER(le, LE)
-BINARY_BUILDER(gt, GT)
-BINARY_BUILDER(ge, GE)
-BINARY_BUILDER(eq, EQ)
-#undef BINARY_BUILDER
+#define KILN_BINARY(OP, name, ...)                                             \
+    kiln_node *kiln_##name(kiln_graph *g, kiln_node *a, kiln_node *b)          \
+    {                                                                          \
+        return binary(g, KILN_OP_##OP, a, b, "kiln_" #name);                   \
+    }
+#include "graph/elementwise.def"
+#undef KILN_UNARY
+#undef KILN_BINARY
 
 kiln_node *kiln_select(kiln_graph *g, kiln_node *cond, kiln_node *a,
                        kiln_node *b)

@@ -5,17 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* grad is expanded before it is pasted (elementwise rows give it as a
+   macro) */
+#define GRAD_KIND(grad) KILN_GRAD_##grad
 const kiln_op_info kiln_op_table[KILN_OP_COUNT] = {
-#define X(op, nm, ar, kd, infer, attrs, alias)                                 \
+#define X(op, nm, ar, kd, infer, attrs, alias, grad)                           \
     [KILN_OP_##op] = {nm,                                                      \
                       ar,                                                      \
                       KILN_KIND_##kd,                                          \
                       kiln_infer_##infer,                                      \
                       attrs,                                                   \
-                      KILN_ALIAS_##alias},
+                      KILN_ALIAS_##alias,                                      \
+                      GRAD_KIND(grad)},
 #include "graph/ops.def"
 #undef X
 };
+#undef GRAD_KIND
 
 static void poison_init(kiln_graph *g)
 {

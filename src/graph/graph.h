@@ -68,6 +68,13 @@ typedef enum kiln_alias_rule {
 typedef kiln_status (*kiln_infer_fn)(const kiln_node *n, kiln_shape *s,
                                      kiln_dtype *dt, char *why, size_t len);
 
+/* Whether an op has a gradient (ops.def, last column). */
+typedef enum kiln_grad_kind {
+    KILN_GRAD_RULE,    /* a rule in grad/rules.c */
+    KILN_GRAD_NONE,    /* none, by definition (comparisons, argmax...) */
+    KILN_GRAD_INTERNAL /* compiler-built after autodiff, or no op */
+} kiln_grad_kind;
+
 /* One op's descriptor: its row of ops.def. */
 typedef struct kiln_op_info {
     const char *name;
@@ -76,6 +83,7 @@ typedef struct kiln_op_info {
     kiln_infer_fn infer;
     unsigned attrs; /* KILN_ATTR_* the op reads */
     kiln_alias_rule alias;
+    kiln_grad_kind grad;
 } kiln_op_info;
 
 extern const kiln_op_info kiln_op_table[KILN_OP_COUNT];
