@@ -271,4 +271,8 @@ case("bce", [bp, by],
      lambda p, y: -(y * torch.log(p.clamp(float(EPS), HI))
                     + (1 - y) * torch.log(1 - p.clamp(float(EPS), HI))).mean())
 
+# ------------------------------------------------------------ added ops
+# (after every other case, so that the others' random inputs stay the same)
+case("log1p", [U((3, 4), -0.9, 3)], torch.log1p)
+
 write_all()
