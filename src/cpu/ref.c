@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cpu/fused.h"
-#include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/scalar.h"
 
@@ -303,6 +302,35 @@ static void ref_CONCAT(const kiln_node *n, void *o, void *const *in)
 
 /* ------------------------------------------------------------ contraction */
 
+/* out = c + alpha op(a) op(b) for an m x k op(a) and a k x n op(b), each
+   element's products summed in double by a plain loop (no BLAS: the fast
+   kernels are tested against an independent product); c NULL counts as
+   0.  out may be c's buffer (each element reads its own c first), never
+   a's or b's. */
+static void plain_gemm(int ta, int tb, int64_t m, int64_t nn, int64_t k,
+                       double alpha, const float *a, const float *b,
+                       const float *c, float *out)
+{
+    enum { COLS = 256 };
+    double acc[COLS];
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j0 = 0; j0 < nn; j0 += COLS) {
+            int64_t w = nn - j0 < COLS ? nn - j0 : COLS;
+            for (int64_t j = 0; j < w; j++)
+                acc[j] = 0;
+            for (int64_t p = 0; p < k; p++) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] +=
+                        av * (tb ? b[(j0 + j) * k + p] : b[p * nn + j0 + j]);
+            }
+            for (int64_t j = 0; j < w; j++)
+                out[i * nn + j0 + j] =
+                    (float)((c ? c[i * nn + j0 + j] : 0.0) + alpha * acc[j]);
+        }
+    }
+}
+
 static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
 {
     kiln_shape sa = n->in[0]->shape, sb = n->in[1]->shape, so = n->shape;
@@ -325,39 +353,18 @@ static void ref_MATMUL(const kiln_node *n, void *o, void *const *in)
     for (int64_t i = 0; i < batches; i++) {
         int64_t oa = sub_offset(i, bo.ndim, bo.d, sta);
         int64_t ob = sub_offset(i, bo.ndim, bo.d, stb);
-        kiln_cpu_gemm(ta, tb, m, nn, k, a + oa * asz, b + ob * bsz,
-                      out + i * m * nn);
+        plain_gemm(ta, tb, m, nn, k, 1.0, a + oa * asz, b + ob * bsz, NULL,
+                   out + i * m * nn);
     }
 }
 
-/* out = c + alpha op(a) op(b) for 2-D a and b, each element's product summed
-   in double.  out may be c's buffer (each element reads its own c first),
-   never a's or b's. */
+/* c + alpha op(a) op(b) for 2-D a and b. */
 static void ref_MATMUL_ACC(const kiln_node *n, void *o, void *const *in)
 {
-    enum { COLS = 256 };
     kiln_shape sa = n->in[1]->shape;
     int ta = n->at.trans_a, tb = n->at.trans_b;
     int64_t m = n->shape.d[0], nn = n->shape.d[1], k = sa.d[ta ? 0 : 1];
-    const float *c = in[0], *a = in[1], *b = in[2];
-    double alpha = *(const float *)in[3], acc[COLS];
-    float *out = o;
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j0 = 0; j0 < nn; j0 += COLS) {
-            int64_t w = nn - j0 < COLS ? nn - j0 : COLS;
-            for (int64_t j = 0; j < w; j++)
-                acc[j] = 0;
-            for (int64_t p = 0; p < k; p++) {
-                double av = ta ? a[p * m + i] : a[i * k + p];
-                for (int64_t j = 0; j < w; j++)
-                    acc[j] +=
-                        av * (tb ? b[(j0 + j) * k + p] : b[p * nn + j0 + j]);
-            }
-            for (int64_t j = 0; j < w; j++)
-                out[i * nn + j0 + j] =
-                    (float)(c[i * nn + j0 + j] + alpha * acc[j]);
-        }
-    }
+    plain_gemm(ta, tb, m, nn, k, *(const float *)in[3], in[1], in[2], in[0], o);
 }
 
 /* ------------------------------------------------------------ conversion */
