@@ -1,9 +1,17 @@
 /* The op table's descriptors: each op's shape rule gives what its builder
    built, the validator reports the rule's reason, attributes compare, hash
    and print by the op's mask, and the aliasing rule says which input an
-   output may overwrite. */
+   output may overwrite.  And every op of the table has what an op needs:
+   a reference kernel, a PyTorch reference case (tests/ref/ops), a gradient
+   check (or NONE in its gradient column), and a doc row (docs/ops.md);
+   INTERNAL ops (compiler-built) need only their kernel, leaves and state
+   ops no PyTorch case. */
+#define _POSIX_C_SOURCE 200809L
 #include "test_helpers.h"
 
+#include <dirent.h>
+
+#include "cpu/kernels.h"
 #include "graph/graph.h"
 #include "passes/passes.h"
 
@@ -139,6 +147,127 @@ static void test_alias_rules(void **state)
     kiln_graph_free(g);
 }
 
+/* Ops whose tests go by another name: the reference files' prefix and
+   the builder the gradient tests call. */
+static const struct {
+    kiln_op op;
+    const char *ref, *builder;
+} ALIAS[] = {
+    {KILN_OP_RMAX, "rmax", "reduce_max"},
+    {KILN_OP_SOFTMAX_CE, "softmax_ce", "softmax_cross_entropy"},
+    /* its rule is checked by test_kernels' second-order check */
+    {KILN_OP_SOFTMAX_CE_GRAD, "softmax_ce_grad", "softmax_cross_entropy"},
+};
+
+static const char *alias(kiln_op op, int builder)
+{
+    for (size_t i = 0; i < sizeof ALIAS / sizeof *ALIAS; i++)
+        if (ALIAS[i].op == op)
+            return builder ? ALIAS[i].builder : ALIAS[i].ref;
+    return kiln_op_table[op].name;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc((size_t)len + 1, 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    return text;
+}
+
+/* A reference file named prefix, prefix_*, or prefix followed by a digit. */
+static int has_ref_case(const char *prefix)
+{
+    DIR *d = opendir(KILN_TEST_REF_DIR "/ops");
+    assert_non_null(d);
+    size_t len = strlen(prefix);
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = !strncmp(e->d_name, prefix, len) &&
+                (!strcmp(e->d_name + len, ".txt") || e->d_name[len] == '_' ||
+                 (e->d_name[len] >= '0' && e->d_name[len] <= '9'));
+    closedir(d);
+    return found;
+}
+
+/* name is one of the ", "-separated names of a "### " heading or of a
+   table row's first cell, or is written `name(...)` in the text. */
+static int has_doc_row(const char *doc, const char *name)
+{
+    char call[128];
+    snprintf(call, sizeof call, "`%s(", name);
+    if (strstr(doc, call))
+        return 1;
+    size_t len = strlen(name);
+    for (const char *l = doc; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+        const char *p = !strncmp(l, "### ", 4) ? l + 4
+                        : !strncmp(l, "| ", 2) ? l + 2
+                                               : NULL;
+        while (p) {
+            if (!strncmp(p, name, len) && strchr(",|\n `", p[len]))
+                return 1;
+            const char *comma = strpbrk(p, ",|\n");
+            p = comma && *comma == ',' ? comma + 2 : NULL;
+        }
+    }
+    return 0;
+}
+
+static void test_every_op_is_complete(void **state)
+{
+    (void)state;
+    char *doc = read_text(KILN_SOURCE_DIR "/docs/ops.md");
+    char *grad = read_text(KILN_SOURCE_DIR "/tests/test_grad.c");
+    char *kern = read_text(KILN_SOURCE_DIR "/tests/test_kernels.c");
+    for (int op = 0; op < KILN_OP_COUNT; op++) {
+        const kiln_op_info *o = &kiln_op_table[op];
+        int internal = o->grad == KILN_GRAD_INTERNAL;
+        if (o->kind != KILN_KIND_LEAF && !kiln_ref_kernels[op])
+            fail_msg("%s: no reference kernel", o->name);
+        if (internal)
+            continue;
+        if (!has_doc_row(doc, o->name))
+            fail_msg("%s: no row in docs/ops.md", o->name);
+        if (o->kind != KILN_KIND_LEAF && o->kind != KILN_KIND_STATE &&
+            !has_ref_case(alias((kiln_op)op, 0)))
+            fail_msg("%s: no PyTorch case in tests/ref/ops", o->name);
+        /* elementwise ops: test_grad.c checks every row with a gradient */
+        char call[128];
+        snprintf(call, sizeof call, "kiln_%s(", alias((kiln_op)op, 1));
+        if (o->grad == KILN_GRAD_RULE && o->kind != KILN_KIND_UNARY &&
+            o->kind != KILN_KIND_BINARY && !strstr(grad, call) &&
+            !strstr(kern, call))
+            fail_msg("%s: no gradient check", o->name);
+    }
+    free(doc);
+    free(grad);
+    free(kern);
+}
+
+/* The walk above fails on an op that lacks what it checks. */
+static void test_walk_finds_what_is_missing(void **state)
+{
+    (void)state;
+    const char *doc = "## Ops\n### sum\n| lt, le, gt | x |\nuse `pad(x)`\n";
+    assert_true(has_doc_row(doc, "sum"));
+    assert_true(has_doc_row(doc, "le"));
+    assert_true(has_doc_row(doc, "gt"));
+    assert_true(has_doc_row(doc, "pad"));
+    assert_false(has_doc_row(doc, "l"));
+    assert_false(has_doc_row(doc, "Ops"));
+    assert_false(has_doc_row(doc, "log1q"));
+    assert_true(has_ref_case("log1p"));
+    assert_true(has_ref_case("concat"));
+    assert_false(has_ref_case("log1q"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +275,8 @@ int main(void)
         cmocka_unit_test(test_validator_reports_the_rule),
         cmocka_unit_test(test_attributes_by_mask),
         cmocka_unit_test(test_alias_rules),
+        cmocka_unit_test(test_every_op_is_complete),
+        cmocka_unit_test(test_walk_finds_what_is_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,6 +158,9 @@ BUILD(b_log_softmax, kiln_log_softmax(g, x[0], p[0]))
 BUILD(b_affine, kiln_affine(g, x[0], x[1], x[2]))
 BUILD(b_cross_entropy, kiln_cross_entropy(g, x[0], x[1], x[2], -5.0f))
 BUILD(b_softmax_ce, kiln_softmax_cross_entropy(g, x[0], x[1]))
+/* the fused loss's gradient op, built by autodiff */
+BUILD(b_softmax_ce_grad,
+      kiln_grad(g, kiln_softmax_cross_entropy(g, x[0], x[1]), x[0]))
 BUILD(b_bce, kiln_binary_cross_entropy(g, x[0], x[1]))
 
 /* The elementwise ops of the table: a reference file named after one
@@ -314,6 +317,7 @@ static const op_case cases[] = {
     {"cross_entropy", b_cross_entropy, {0}},
     {"softmax_ce", b_softmax_ce, {0}},
     {"softmax_ce_big", b_softmax_ce, {0}},
+    {"softmax_ce_grad", b_softmax_ce_grad, {0}},
     {"bce", b_bce, {0}},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))

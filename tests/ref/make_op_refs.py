@@ -274,5 +274,8 @@ case("bce", [bp, by],
 # ------------------------------------------------------------ added ops
 # (after every other case, so that the others' random inputs stay the same)
 case("log1p", [U((3, 4), -0.9, 3)], torch.log1p)
+case("softmax_ce_grad", [U((4, 5), -3, 3), ints((4,), 0, 5)],
+     lambda x, l: torch.autograd.grad(
+         F.cross_entropy(x.requires_grad_(), l), x)[0])
 
 write_all()
