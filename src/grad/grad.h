@@ -17,4 +17,14 @@ kiln_status kiln_build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
                                 kiln_node *const *wrt, int n_wrt,
                                 kiln_node **adj_out);
 
+/* The adjoints of loss (a scalar) for the n_wrt nodes wrt, in ascending
+   id order, as *out: built on the first request of the graph's generation
+   and kept in g, so every later request for the same loss and nodes --
+   from any session, on any thread -- gets the same nodes and the graph
+   does not grow.  Takes g's lock itself: callers must not hold it.  g's
+   status (and error) when building fails. */
+kiln_status kiln_grad_memo_get(kiln_graph *g, kiln_node *loss,
+                               kiln_node *const *wrt, int n_wrt,
+                               kiln_grad_memo *out);
+
 #endif

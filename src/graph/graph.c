@@ -22,6 +22,10 @@ const kiln_op_info kiln_op_table[KILN_OP_COUNT] = {
 };
 #undef GRAD_KIND
 
+struct kiln_graph_lock {
+    pthread_rwlock_t rw;
+};
+
 static void poison_init(kiln_graph *g)
 {
     memset(&g->poison, 0, sizeof g->poison);
@@ -104,7 +108,15 @@ kiln_graph *kiln_graph_new(void)
     kiln_graph *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
+    if (!(g->lock = malloc(sizeof *g->lock)) ||
+        pthread_rwlock_init(&g->lock->rw, NULL) != 0) {
+        free(g->lock);
+        free(g);
+        return NULL;
+    }
     if (!live_add(g)) {
+        pthread_rwlock_destroy(&g->lock->rw);
+        free(g->lock);
         free(g);
         return NULL;
     }
@@ -123,7 +135,28 @@ void kiln_graph_free(kiln_graph *g)
     kiln_arena_free(&g->old_arena);
     free(g->nodes);
     free(g->vars);
+    free(g->memo);
+    pthread_rwlock_destroy(&g->lock->rw);
+    free(g->lock);
     free(g);
+}
+
+/* The lock calls can only fail on misuse (EDEADLK: relocking from the
+   thread that holds it for writing; EAGAIN: billions of readers), which
+   Kiln's own calls never do. */
+void kiln_graph_read_lock(const kiln_graph *g)
+{
+    (void)pthread_rwlock_rdlock(&g->lock->rw);
+}
+
+void kiln_graph_write_lock(const kiln_graph *g)
+{
+    (void)pthread_rwlock_wrlock(&g->lock->rw);
+}
+
+void kiln_graph_unlock(const kiln_graph *g)
+{
+    (void)pthread_rwlock_unlock(&g->lock->rw);
 }
 
 void kiln_graph_clear(kiln_graph *g)
@@ -139,6 +172,7 @@ void kiln_graph_clear(kiln_graph *g)
     g->gen++;
     g->n_nodes = 0;
     g->n_vars = 0;
+    g->n_memo = 0; /* their nodes and arrays went with the arena */
     g->status = KILN_OK;
     g->err[0] = 0;
     poison_init(g);

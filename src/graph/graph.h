@@ -141,6 +141,17 @@ struct kiln_node {
     int checkpoint;
 };
 
+/* The gradient subgraph kiln_backward built for one loss and one set of
+   variables (grad/memo.c): IR, so every session differentiating the same
+   loss for the same variables reuses it instead of building more. */
+typedef struct kiln_grad_memo {
+    int loss;         /* the loss node's id */
+    int n_wrt;        /* variables differentiated, */
+    kiln_node **wrt;  /* by ascending id (graph arena) */
+    kiln_node **adj;  /* adjoints by node id, loss + 1 of them (arena) */
+    int first;        /* id of the first node built for it */
+} kiln_grad_memo;
+
 struct kiln_graph {
     uint64_t id;      /* unique in the process, never reused */
     kiln_arena arena; /* nodes, their inputs and attribute data */
@@ -156,7 +167,21 @@ struct kiln_graph {
     kiln_node **vars; /* variable nodes, one per name */
     int n_vars, cap_vars;
     kiln_node poison; /* returned by builders once the graph failed */
+    /* this generation's gradient subgraphs (kiln_graph_clear drops them) */
+    kiln_grad_memo *memo;
+    int n_memo, cap_memo;
+    /* Sessions running the graph hold it for reading; building gradient
+       nodes (grad/memo.c) holds it for writing.  Allocated apart so a run
+       leaves the graph's own bytes as they were; opaque so that this
+       header needs no POSIX feature macro. */
+    struct kiln_graph_lock *lock;
 };
+
+/* Hold g's lock for reading (running it) or writing (building nodes
+   while sessions may run it); kiln_graph_unlock releases either. */
+void kiln_graph_read_lock(const kiln_graph *g);
+void kiln_graph_write_lock(const kiln_graph *g);
+void kiln_graph_unlock(const kiln_graph *g);
 
 /* 1 while the graph with this id has not been freed: sessions drop the run
    state they keep for a graph once it is gone. */

@@ -2,7 +2,9 @@
    built, values live in the session's run state of the graph (run_state.c,
    workspace.c), and clearing the graph releases them all at once while the
    session keeps the variables.  Nothing here writes into the graph but the
-   gradient nodes kiln_backward builds. */
+   gradient nodes kiln_backward builds once per loss (grad/memo.c); the
+   graph's lock is held for reading around everything that reads its nodes,
+   so a build on another thread cannot move them underneath. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +37,26 @@ int kiln_dynamic_node_ok(kiln_session *s, const kiln_node *n, const char *fn)
     return 1;
 }
 
+/* kiln_feed's work once the arguments are checked, under g's read lock. */
+static kiln_status feed(kiln_session *s, kiln_graph *g, kiln_node *input,
+                        const kiln_tensor *t)
+{
+    kiln_run_state *rs = kiln_run_get(s, g, "kiln_feed");
+    if (!rs)
+        return KILN_ERR_MEMORY;
+    kiln_run_ctx r = {.s = s, .g = g, .rs = rs, .fn = "kiln_feed"};
+    size_t bytes = kiln_tensor_bytes(t);
+    /* a new value for the same input: overwrite the old one in place */
+    void *v = rs->value[input->id];
+    if (!v && !(v = kiln_ws_alloc(&r, input, bytes)))
+        return KILN_ERR_MEMORY;
+    memcpy(v, t->data, bytes);
+    rs->value[input->id] = v;
+    /* what was computed from the old value is recomputed by kiln_forward */
+    kiln_run_invalidate(rs, g, input->id + 1);
+    return KILN_OK;
+}
+
 kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
 {
     char b1[96], b2[96];
@@ -56,20 +78,10 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t)
             kiln_shape_str(input->shape, b1, sizeof b1),
             kiln_dtype_name(t->dtype), kiln_shape_str(t->shape, b2, sizeof b2));
     kiln_graph *g = input->graph;
-    kiln_run_state *rs = kiln_run_get(s, g, "kiln_feed");
-    if (!rs)
-        return KILN_ERR_MEMORY;
-    kiln_run_ctx r = {.s = s, .g = g, .rs = rs, .fn = "kiln_feed"};
-    size_t bytes = kiln_tensor_bytes(t);
-    /* a new value for the same input: overwrite the old one in place */
-    void *v = rs->value[input->id];
-    if (!v && !(v = kiln_ws_alloc(&r, input, bytes)))
-        return KILN_ERR_MEMORY;
-    memcpy(v, t->data, bytes);
-    rs->value[input->id] = v;
-    /* what was computed from the old value is recomputed by kiln_forward */
-    kiln_run_invalidate(rs, g, input->id + 1);
-    return KILN_OK;
+    kiln_graph_read_lock(g);
+    kiln_status st = feed(s, g, input, t);
+    kiln_graph_unlock(g);
+    return st;
 }
 
 /* Index of the first NaN or infinity of n's f32 value, or -1. */
@@ -274,12 +286,20 @@ kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
     if (g->status != KILN_OK)
         return kiln_session_fail(s, g->status,
                                  "kiln_forward: the graph failed: %s", g->err);
+    /* read-locked: another session's kiln_backward may build nodes */
+    kiln_graph_read_lock(g);
+    kiln_status st = KILN_ERR_MEMORY;
     kiln_run_state *rs = kiln_run_get(s, g, "kiln_forward");
-    if (!rs)
-        return KILN_ERR_MEMORY;
-    kiln_run_ctx r = {
-        .s = s, .g = g, .rs = rs, .fn = "kiln_forward", .grad_first = INT_MAX};
-    return run_nodes(&r, rs->n_computed);
+    if (rs) {
+        kiln_run_ctx r = {.s = s,
+                          .g = g,
+                          .rs = rs,
+                          .fn = "kiln_forward",
+                          .grad_first = INT_MAX};
+        st = run_nodes(&r, rs->n_computed);
+    }
+    kiln_graph_unlock(g);
+    return st;
 }
 
 /* KILN_OK with s's run state of g in *rs when loss can be differentiated
@@ -288,8 +308,6 @@ static kiln_status check_loss(kiln_session *s, kiln_graph *g, kiln_node *loss,
                               kiln_run_state **rs)
 {
     const char *fn = "kiln_backward";
-    if (!g)
-        return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
     if (!kiln_dynamic_node_ok(s, loss, fn))
         return KILN_ERR_ARG;
     if (loss->graph != g)
@@ -324,57 +342,87 @@ static void keep_results(kiln_run_ctx *r, const kiln_node *loss,
     }
 }
 
-/* Builds the adjoints of loss for the variables trained in s, recording
-   them in the run state; KILN_OK with r->rs fitted to the new nodes. */
-static kiln_status build_gradients(kiln_run_ctx *r, kiln_node *loss)
+/* The gradient subgraph of loss for the variables trained in s, from the
+   graph's memo (built there on first use).  Keyed by the trained set
+   rather than built once for the union of every variable: a session that
+   freezes a variable (say a pretrained embedding) then builds no gradient
+   nodes for it, as when it ran alone, and sessions that train the same
+   variables -- the usual case -- share one subgraph; each distinct set
+   adds one, once per generation. */
+static kiln_status find_gradients(kiln_run_ctx *r, kiln_node *loss,
+                                  kiln_grad_memo *m)
 {
     kiln_graph *g = r->g;
-    int top = loss->id;
+    kiln_graph_read_lock(g);
+    int n_vars = g->n_vars, n_wrt = 0;
     kiln_node **wrt =
-        kiln_ws_alloc(r, NULL, (size_t)(g->n_vars + 1) * sizeof *wrt);
-    kiln_node **adj =
-        wrt ? kiln_ws_alloc(r, NULL, (size_t)(top + 1) * sizeof *adj) : NULL;
-    if (!adj)
-        return KILN_ERR_MEMORY;
-    int n_wrt = 0;
-    for (int i = 0; i < g->n_vars; i++)
-        if (g->vars[i]->id <= top && kiln_dynamic_trains(r->s, g->vars[i]))
+        kiln_ws_alloc(r, NULL, (size_t)(n_vars + 1) * sizeof *wrt);
+    for (int i = 0; wrt && i < n_vars; i++)
+        if (g->vars[i]->id <= loss->id && kiln_dynamic_trains(r->s, g->vars[i]))
             wrt[n_wrt++] = g->vars[i];
-    r->grad_first = g->n_nodes;
-    if (kiln_build_adjoints(g, loss, NULL, wrt, n_wrt, adj) != KILN_OK)
-        return kiln_session_fail(r->s, g->status, "%s: %s", r->fn, g->err);
-    if (!(r->rs = kiln_run_get(r->s, g, r->fn)))
+    kiln_graph_unlock(g);
+    if (!wrt)
         return KILN_ERR_MEMORY;
-    for (int id = 0; id <= top; id++)
-        r->rs->grad[id] = adj[id];
+    if (kiln_grad_memo_get(g, loss, wrt, n_wrt, m) == KILN_OK)
+        return KILN_OK;
+    kiln_graph_read_lock(g);
+    kiln_status st =
+        kiln_session_fail(r->s, g->status, "%s: %s", r->fn, g->err);
+    kiln_graph_unlock(g);
+    return st;
+}
+
+/* Records m's adjoints in s's run state and computes them; under the
+   graph's read lock. */
+static kiln_status run_gradients(kiln_run_ctx *r, kiln_node *loss,
+                                 const kiln_grad_memo *m)
+{
+    kiln_status st;
+    if (!(r->rs = kiln_run_get(r->s, r->g, r->fn)))
+        return KILN_ERR_MEMORY;
+    for (int id = 0; id <= loss->id; id++)
+        r->rs->grad[id] = m->adj[id];
     if (r->rs->checkpointing)
-        keep_results(r, loss, adj);
+        keep_results(r, loss, m->adj);
+    r->grad_first = m->first;
+    if ((st = run_nodes(r, r->rs->n_computed)) != KILN_OK)
+        return st;
+    r->rs->backward_loss = loss;
+    for (int id = loss->id; id >= 0; id--) {
+        const kiln_node *n = r->g->nodes[id], *d = r->rs->grad[id];
+        if (n->debug && d && r->rs->value[d->id])
+            kiln_debug_print(r->s->exec.debug, n, r->rs->value[d->id],
+                             "gradient");
+    }
     return KILN_OK;
 }
 
+/* The gradient nodes are IR, built once per loss and trained set (see
+   find_gradients), so backward builds on the graph only the first time;
+   the build holds the graph's write lock and every run its read lock, so
+   sessions on other threads may run the graph meanwhile. */
 kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
 {
     if (kiln_session_begin(s, "kiln_backward") != KILN_OK)
         return KILN_ERR_ARG;
-    kiln_run_state *rs = NULL;
-    kiln_status st = check_loss(s, g, loss, &rs);
-    if (st != KILN_OK)
+    if (!g)
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_backward: graph is NULL");
+    kiln_run_ctx r = {.s = s, .g = g, .fn = "kiln_backward",
+                      .grad_first = INT_MAX};
+    kiln_graph_read_lock(g);
+    kiln_status st = check_loss(s, g, loss, &r.rs);
+    if (st == KILN_OK && !r.rs->value[loss->id] &&
+        (st = kiln_ckpt_prepare(&r)) == KILN_OK)
+        st = kiln_ckpt_restore(&r, loss);
+    kiln_graph_unlock(g);
+    kiln_grad_memo m;
+    if (st != KILN_OK || (st = find_gradients(&r, loss, &m)) != KILN_OK)
         return st;
-    kiln_run_ctx r = {
-        .s = s, .g = g, .rs = rs, .fn = "kiln_backward", .grad_first = INT_MAX};
-    if (!rs->value[loss->id] && ((st = kiln_ckpt_prepare(&r)) != KILN_OK ||
-                                 (st = kiln_ckpt_restore(&r, loss)) != KILN_OK))
-        return st;
-    if ((st = build_gradients(&r, loss)) != KILN_OK ||
-        (st = run_nodes(&r, r.rs->n_computed)) != KILN_OK)
-        return st;
-    r.rs->backward_loss = loss;
-    for (int id = loss->id; id >= 0; id--) {
-        const kiln_node *n = g->nodes[id], *d = r.rs->grad[id];
-        if (n->debug && d && r.rs->value[d->id])
-            kiln_debug_print(s->exec.debug, n, r.rs->value[d->id], "gradient");
-    }
-    return KILN_OK;
+    kiln_graph_read_lock(g);
+    st = run_gradients(&r, loss, &m);
+    kiln_graph_unlock(g);
+    return st;
 }
 
 kiln_status kiln_backprop(kiln_session *s, kiln_graph *g, kiln_node *loss)

@@ -139,7 +139,9 @@ kiln_status kiln_run_settings(kiln_session *s, const kiln_graph *g,
         return KILN_ERR_ARG;
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
+    kiln_graph_read_lock(g); /* sizing the state reads the node count */
     *rs = kiln_run_get(s, g, fn);
+    kiln_graph_unlock(g);
     return *rs ? KILN_OK : KILN_ERR_MEMORY;
 }
 
