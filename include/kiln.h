@@ -27,7 +27,11 @@
  * optimisers, programs, computations) are used by one thread at a time.
  * Separate sessions on separate graphs may run in separate threads at once:
  * each gives bitwise the values it gives run alone, since every run splits
- * its work by its own session's thread count, never by timing.  Execution
+ * its work by its own session's thread count, never by timing.  Separate
+ * sessions may also run one built graph dynamically at once (kiln_feed,
+ * kiln_forward, kiln_backward: the gradient nodes kiln_backward builds are
+ * built once, under the graph's own lock); building other nodes on a graph
+ * while it runs stays the caller's to prevent.  Execution
  * settings (threads, kernel choice, denormal mode, profile, debug stream)
  * belong to each session (kiln_session_options and the session setters);
  * the process-wide setters kiln_set_num_threads, kiln_set_flush_denormals,

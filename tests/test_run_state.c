@@ -7,6 +7,7 @@
 
 #include "test_helpers.h"
 
+#include "runtime/dynamic.h"
 #include "runtime/runtime.h"
 
 enum { N = 4, ITERS = 40 };
@@ -223,13 +224,17 @@ static void test_two_sessions_in_turn(void **state)
 }
 
 /* One thread's run of the shared graph: its own session, variable values
-   and inputs, ITERS forwards, each checked by hand.  It records failures
-   instead of asserting (cmocka asserts only on the main thread). */
+   and inputs, ITERS forwards, each checked by hand; with backward, each
+   followed by kiln_backward, which reads the gradients the graph has (m's
+   dw and db unused).  It records failures instead of asserting (cmocka
+   asserts only on the main thread). */
 typedef struct worker {
     kiln_graph *g;
     const model *m;
     int who;
-    int checked; /* iterations whose results matched */
+    int backward;
+    int checked;     /* iterations whose results matched */
+    int nodes_after; /* the graph's node count after the first backward */
     char err[256];
 } worker;
 
@@ -248,15 +253,24 @@ static int check_iteration(worker *wk, kiln_session *s, int k)
     if (set_tensor(s, "W", NULL, w, N) != KILN_OK ||
         set_tensor(s, "b", NULL, &b, 1) != KILN_OK ||
         set_tensor(s, NULL, wk->m->x, x, N) != KILN_OK ||
-        kiln_forward(s, wk->g) != KILN_OK) {
+        kiln_forward(s, wk->g) != KILN_OK ||
+        (wk->backward && kiln_backward(s, wk->g, wk->m->loss) != KILN_OK)) {
         snprintf(wk->err, sizeof wk->err, "iteration %d: %s", k,
                  kiln_session_error(s));
         return 0;
     }
+    if (k == 0) {
+        kiln_graph_read_lock(wk->g); /* the other thread may be building */
+        wk->nodes_after = wk->g->n_nodes;
+        kiln_graph_unlock(wk->g);
+    }
     expect e = by_hand(w, b, x);
+    const float *dw = wk->backward ? kiln_node_grad_f32(s, wk->m->w)
+                                   : kiln_node_value_f32(s, wk->m->dw);
+    const float *db = wk->backward ? kiln_node_grad_f32(s, wk->m->b)
+                                   : kiln_node_value_f32(s, wk->m->db);
     if (!close_to(kiln_node_value_f32(s, wk->m->loss), &e.loss, 1, 1e-5) ||
-        !close_to(kiln_node_value_f32(s, wk->m->dw), e.dw, N, 1e-5) ||
-        !close_to(kiln_node_value_f32(s, wk->m->db), &e.db, 1, 1e-5)) {
+        !close_to(dw, e.dw, N, 1e-5) || !close_to(db, &e.db, 1, 1e-5)) {
         snprintf(wk->err, sizeof wk->err, "iteration %d: wrong results", k);
         return 0;
     }
@@ -288,15 +302,9 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* The same graph, with its gradient nodes built beforehand, run by two
-   threads at once: each gets its own results, the graph stays as built. */
-static void test_two_sessions_in_threads(void **state)
+/* Two workers on g at once, each checking all ITERS iterations. */
+static void run_workers(worker *wk)
 {
-    (void)state;
-    kiln_graph *g = kiln_graph_new();
-    model m = build(g, 1);
-    snapshot sn = take(g);
-    worker wk[2] = {{g, &m, 0, 0, ""}, {g, &m, 1, 0, ""}};
     pthread_t tid[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&tid[i], NULL, work, &wk[i]), 0);
@@ -307,8 +315,93 @@ static void test_two_sessions_in_threads(void **state)
             fail_msg("worker %d: %s", i, wk[i].err);
         assert_int_equal(wk[i].checked, ITERS);
     }
+}
+
+/* The same graph, with its gradient nodes built beforehand, run by two
+   threads at once: each gets its own results, the graph stays as built. */
+static void test_two_sessions_in_threads(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    model m = build(g, 1);
+    snapshot sn = take(g);
+    worker wk[2] = {{.g = g, .m = &m, .who = 0}, {.g = g, .m = &m, .who = 1}};
+    run_workers(wk);
     same_as(&sn, g, 1);
     drop(&sn);
+    kiln_graph_free(g);
+}
+
+/* Two threads each run forward and kiln_backward on one graph with no
+   gradient nodes yet: whichever backward comes first builds them (while
+   the other thread may be running the graph), the other reuses them, and
+   ITERS iterations later the graph has the nodes it had after the first
+   backward; every result matches the session's own values by hand. */
+static void test_backward_in_threads(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    model m = build(g, 0);
+    snapshot sn = take(g);
+    worker wk[2] = {{.g = g, .m = &m, .who = 0, .backward = 1},
+                    {.g = g, .m = &m, .who = 1, .backward = 1}};
+    run_workers(wk);
+    assert_true(g->n_nodes > sn.n);
+    assert_int_equal(g->n_memo, 1);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(wk[i].nodes_after, g->n_nodes);
+    same_as(&sn, g, 0);
+    drop(&sn);
+    kiln_graph_free(g);
+}
+
+/* One session: kiln_backward twice for the same loss builds gradient
+   nodes once and uses the same ones; a session freezing b gets its own
+   subgraph, once; kiln_graph_clear drops the memo with the nodes. */
+static void test_backward_builds_once(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    model m = build(g, 0);
+    kiln_session *s[2] = {kiln_session_new(NULL), kiln_session_new(NULL)};
+    float w[N], b, x[N];
+    values_for(0, 3, w, &b, x);
+    expect e = by_hand(w, b, x);
+    for (int who = 0; who < 2; who++) {
+        declare(s[who], w, b, who == 0);
+        assert_int_equal(set_tensor(s[who], NULL, m.x, x, N), KILN_OK);
+        assert_int_equal(kiln_forward(s[who], g), KILN_OK);
+    }
+    assert_int_equal(kiln_backward(s[0], g, m.loss), KILN_OK);
+    int built = g->n_nodes;
+    const kiln_node *dw = kiln_run_find(s[0], g)->grad[m.w->id];
+    assert_int_equal(g->n_memo, 1);
+    assert_int_equal(kiln_backward(s[0], g, m.loss), KILN_OK);
+    assert_int_equal(kiln_backprop(s[0], g, m.loss), KILN_OK);
+    assert_int_equal(g->n_nodes, built);
+    assert_ptr_equal(kiln_run_find(s[0], g)->grad[m.w->id], dw);
+    expect_results(s[0], &m, &e, 1);
+
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(kiln_backward(s[1], g, m.loss), KILN_OK);
+    assert_int_equal(g->n_memo, 2);
+    int frozen = g->n_nodes;
+    assert_true(frozen > built);
+    assert_int_equal(kiln_backward(s[0], g, m.loss), KILN_OK);
+    assert_int_equal(g->n_nodes, frozen);
+    expect_results(s[0], &m, &e, 1);
+    expect_results(s[1], &m, &e, 2);
+
+    kiln_graph_clear(g);
+    assert_int_equal(g->n_memo, 0);
+    m = build(g, 0);
+    assert_int_equal(set_tensor(s[0], NULL, m.x, x, N), KILN_OK);
+    assert_int_equal(kiln_backprop(s[0], g, m.loss), KILN_OK);
+    assert_int_equal(g->n_memo, 1);
+    assert_int_equal(g->n_nodes, built);
+    expect_results(s[0], &m, &e, 1);
+    kiln_session_free(s[0]);
+    kiln_session_free(s[1]);
     kiln_graph_free(g);
 }
 
@@ -345,6 +438,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_sessions_in_turn),
         cmocka_unit_test(test_two_sessions_in_threads),
+        cmocka_unit_test(test_backward_in_threads),
+        cmocka_unit_test(test_backward_builds_once),
         cmocka_unit_test(test_run_state_per_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

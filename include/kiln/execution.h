@@ -257,9 +257,14 @@ int kiln_function_num_kernels(const kiln_function *f);
    gradients, the workspace and the modes below -- so several sessions can
    run one graph, one after the other or each in its own thread, with
    independent results, each with its own variables.  Calls that read
-   results take the session whose results they read.  Building nodes
-   (kiln_backward and kiln_optimizer_update build some) is not a run: no
-   other thread may run or build the graph meanwhile. */
+   results take the session whose results they read.  kiln_feed,
+   kiln_forward, kiln_backward and the mode setters below may be called on
+   one graph from several threads, each with its own session: kiln_backward
+   builds the gradient nodes of a loss once per graph generation, under a
+   lock of the graph that those calls hold for reading, and every later
+   call reuses them.  Building any other node (a builder,
+   kiln_optimizer_update) is not a run: no other thread may run or build
+   the graph meanwhile. */
 
 /* Sets the value of an input node for dynamic execution (copied).  Feeding
    an input again marks every node built after it as not computed: until the
@@ -272,8 +277,11 @@ kiln_status kiln_feed(kiln_session *s, kiln_node *input, const kiln_tensor *t);
    applies the assignments among them; KILN_ERR_ARG when two of them assign
    the same variable. */
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g);
-/* Builds and computes the gradients of loss (scalar) for every trainable
-   variable in g and every node loss depends on.  KILN_ERR_STATE before
+/* Computes the gradients of loss (scalar) for every variable of g the
+   session trains and every node loss depends on.  Their nodes are built
+   on the first call for this loss and set of trained variables in the
+   graph's generation and reused by later calls from any session, so
+   repeated backward does not grow the graph.  KILN_ERR_STATE before
    kiln_forward, KILN_ERR_SHAPE for a loss that is not an f32 scalar,
    KILN_ERR_ARG for NULL or foreign nodes (kiln_session_error;
    kiln_last_error for a NULL s). */

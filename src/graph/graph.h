@@ -145,11 +145,11 @@ struct kiln_node {
    variables (grad/memo.c): IR, so every session differentiating the same
    loss for the same variables reuses it instead of building more. */
 typedef struct kiln_grad_memo {
-    int loss;         /* the loss node's id */
-    int n_wrt;        /* variables differentiated, */
-    kiln_node **wrt;  /* by ascending id (graph arena) */
-    kiln_node **adj;  /* adjoints by node id, loss + 1 of them (arena) */
-    int first;        /* id of the first node built for it */
+    int loss;        /* the loss node's id */
+    int n_wrt;       /* variables differentiated, */
+    kiln_node **wrt; /* by ascending id (graph arena) */
+    kiln_node **adj; /* adjoints by node id, loss + 1 of them (arena) */
+    int first;       /* id of the first node built for it */
 } kiln_grad_memo;
 
 struct kiln_graph {

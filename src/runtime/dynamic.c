@@ -408,8 +408,8 @@ kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_backward: graph is NULL");
-    kiln_run_ctx r = {.s = s, .g = g, .fn = "kiln_backward",
-                      .grad_first = INT_MAX};
+    kiln_run_ctx r = {
+        .s = s, .g = g, .fn = "kiln_backward", .grad_first = INT_MAX};
     kiln_graph_read_lock(g);
     kiln_status st = check_loss(s, g, loss, &r.rs);
     if (st == KILN_OK && !r.rs->value[loss->id] &&
