@@ -276,6 +276,21 @@ static kiln_status run_nodes(kiln_run_ctx *r, int first)
     return KILN_OK;
 }
 
+/* kiln_forward's work on a graph given, under its read lock: another
+   session's kiln_backward may be building nodes on another thread. */
+static kiln_status forward(kiln_session *s, kiln_graph *g)
+{
+    if (g->status != KILN_OK)
+        return kiln_session_fail(s, g->status,
+                                 "kiln_forward: the graph failed: %s", g->err);
+    kiln_run_state *rs = kiln_run_get(s, g, "kiln_forward");
+    if (!rs)
+        return KILN_ERR_MEMORY;
+    kiln_run_ctx r = {
+        .s = s, .g = g, .rs = rs, .fn = "kiln_forward", .grad_first = INT_MAX};
+    return run_nodes(&r, rs->n_computed);
+}
+
 kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
 {
     if (kiln_session_begin(s, "kiln_forward") != KILN_OK)
@@ -283,21 +298,8 @@ kiln_status kiln_forward(kiln_session *s, kiln_graph *g)
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG,
                                  "kiln_forward: graph is NULL");
-    if (g->status != KILN_OK)
-        return kiln_session_fail(s, g->status,
-                                 "kiln_forward: the graph failed: %s", g->err);
-    /* read-locked: another session's kiln_backward may build nodes */
     kiln_graph_read_lock(g);
-    kiln_status st = KILN_ERR_MEMORY;
-    kiln_run_state *rs = kiln_run_get(s, g, "kiln_forward");
-    if (rs) {
-        kiln_run_ctx r = {.s = s,
-                          .g = g,
-                          .rs = rs,
-                          .fn = "kiln_forward",
-                          .grad_first = INT_MAX};
-        st = run_nodes(&r, rs->n_computed);
-    }
+    kiln_status st = forward(s, g);
     kiln_graph_unlock(g);
     return st;
 }
@@ -348,7 +350,9 @@ static void keep_results(kiln_run_ctx *r, const kiln_node *loss,
    freezes a variable (say a pretrained embedding) then builds no gradient
    nodes for it, as when it ran alone, and sessions that train the same
    variables -- the usual case -- share one subgraph; each distinct set
-   adds one, once per generation. */
+   adds one, once per generation.  The price: a run computes every node of
+   the graph, so sessions training different sets of one graph each
+   compute the other's gradient nodes too. */
 static kiln_status find_gradients(kiln_run_ctx *r, kiln_node *loss,
                                   kiln_grad_memo *m)
 {
