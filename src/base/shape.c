@@ -2,6 +2,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 size_t kiln_dtype_size(kiln_dtype dt)
 {
@@ -135,6 +136,12 @@ void kiln_shape_strides(kiln_shape s, int64_t *strides)
 
 int kiln_shape_broadcast(kiln_shape a, kiln_shape b, kiln_shape *out)
 {
+    if (a.ndim == b.ndim && !memcmp(a.d, b.d, (size_t)a.ndim * sizeof a.d[0])) {
+        /* the common case, no axis broadcast: every mark stays */
+        a.sym = (a.sym | b.sym) & ((1u << a.ndim) - 1);
+        *out = a;
+        return 1;
+    }
     int nd = a.ndim > b.ndim ? a.ndim : b.ndim;
     kiln_shape r = {.ndim = nd};
     for (int i = 0; i < nd; i++) {

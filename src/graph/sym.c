@@ -108,6 +108,11 @@ static unsigned derive(const kiln_node *n)
         return n->shape.sym;
     case KILN_KIND_BINARY:
     case KILN_KIND_TERNARY:
+        /* most graphs have no marks: skip the broadcast (a dynamic run
+           builds every node of every step) */
+        if (!(n->in[0]->shape.sym | n->in[1]->shape.sym |
+              (n->n_in > 2 ? n->in[2]->shape.sym : 0)))
+            return 0;
         s = n->in[0]->shape;
         for (int k = 1; k < n->n_in; k++)
             if (!kiln_shape_broadcast(s, n->in[k]->shape, &s))
