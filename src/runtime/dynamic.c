@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/dispatch.h"
+#include "cpu/fpu.h"
 #include "grad/grad.h"
 #include "runtime/dynamic.h"
 
@@ -239,7 +240,7 @@ static kiln_status check_assignments(kiln_run_ctx *r, int first)
 
 /* Computes every node not yet computed, then applies the assignments among
    nodes [first, n_nodes) once all of them have run. */
-static kiln_status run_nodes(kiln_run_ctx *r, int first)
+static kiln_status compute_nodes(kiln_run_ctx *r, int first)
 {
     kiln_graph *g = r->g;
     kiln_run_state *rs = r->rs;
@@ -274,6 +275,16 @@ static kiln_status run_nodes(kiln_run_ctx *r, int first)
                        kiln_dtype_size(n->dtype));
     }
     return KILN_OK;
+}
+
+/* compute_nodes in the session's denormal mode, set once for the run
+   rather than around each kernel. */
+static kiln_status run_nodes(kiln_run_ctx *r, int first)
+{
+    unsigned saved = kiln_fpu_enter(r->s->exec.flush_denormals);
+    kiln_status st = compute_nodes(r, first);
+    kiln_fpu_leave(saved);
+    return st;
 }
 
 /* kiln_forward's work on a graph given, under its read lock: another

@@ -5,6 +5,7 @@
 
 #include "cpu/check.h"
 #include "cpu/dispatch.h"
+#include "cpu/fpu.h"
 #include "runtime/variant.h"
 
 static size_t node_bytes(const kiln_node *n)
@@ -154,14 +155,9 @@ static kiln_status check_leaf_values(kiln_session *s, kiln_variant *v)
     return KILN_OK;
 }
 
-kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
-                             kiln_tensor *const *in, kiln_tensor *const *out)
+/* Runs v's kernels in order. */
+static kiln_status run_steps(kiln_session *s, kiln_variant *v)
 {
-    for (int i = 0; i < v->u.n_in; i++)
-        v->buf[v->u.inputs[i]->id] = in[i]->data;
-    kiln_status checked = check_leaf_values(s, v);
-    if (checked != KILN_OK)
-        return checked;
     for (int i = 0; i < v->n_steps; i++) {
         kiln_step *st = &v->steps[i];
         char msg[KILN_ERRMSG_MAX - 16];
@@ -173,6 +169,23 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
         if (st->n->debug)
             kiln_debug_print(s->exec.debug, st->n, st->out, "value");
     }
+    return KILN_OK;
+}
+
+kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
+                             kiln_tensor *const *in, kiln_tensor *const *out)
+{
+    for (int i = 0; i < v->u.n_in; i++)
+        v->buf[v->u.inputs[i]->id] = in[i]->data;
+    kiln_status st = check_leaf_values(s, v);
+    if (st != KILN_OK)
+        return st;
+    /* the session's denormal mode, set once for the run, not per kernel */
+    unsigned saved = kiln_fpu_enter(s->exec.flush_denormals);
+    st = run_steps(s, v);
+    kiln_fpu_leave(saved);
+    if (st != KILN_OK)
+        return st;
     for (int i = 0; i < v->u.n_out; i++)
         if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])
             memcpy(out[i]->data, v->buf[v->u.outputs[i]->id],
