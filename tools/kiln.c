@@ -13,6 +13,7 @@
 
 #include "kiln.h"
 #include "mlp.h"
+#include "tool.h"
 
 /* The usage text: on stdout with status 0 when asked for (-h, --help),
    on stderr with status 1 after a mistake. */

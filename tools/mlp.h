@@ -3,6 +3,7 @@
 #define KILN_TOOLS_MLP_H
 
 #include "kiln.h"
+#include "tool.h"
 
 #define MLP_MAX_LAYERS 16
 
@@ -19,7 +20,5 @@ typedef struct mlp_config {
 mlp_config mlp_defaults(void);
 int mlp_train(const mlp_config *c);
 int mlp_eval(const mlp_config *c);
-/* Prints "kiln: <message>" and returns 1. */
-int kiln_tool_fail(const char *fmt, ...);
 
 #endif
