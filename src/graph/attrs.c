@@ -49,6 +49,8 @@ int kiln_attrs_equal(const kiln_node *a, const kiln_node *b)
             (x->depth == y->depth && x->strict == y->strict)) &&
            (!has(a, KILN_ATTR_DATA) ||
             !memcmp(x->data, y->data, kiln_attrs_data_bytes(a))) &&
+           (!has(a, KILN_ATTR_WINDOW) ||
+            !memcmp(&x->win, &y->win, sizeof x->win)) &&
            (!has(a, KILN_ATTR_PROGRAM) ||
             kiln_fused_program_equal(x->data, y->data)) &&
            !has(a, KILN_ATTR_VARIABLE); /* each variable is its own value */
@@ -80,6 +82,8 @@ uint64_t kiln_attrs_hash(const kiln_node *n, uint64_t h)
         h = hash_bytes(h, &x->value, sizeof x->value);
     if (has(n, KILN_ATTR_DATA))
         h = hash_bytes(h, x->data, kiln_attrs_data_bytes(n));
+    if (has(n, KILN_ATTR_WINDOW))
+        h = hash_bytes(h, &x->win, sizeof x->win);
     if (has(n, KILN_ATTR_PROGRAM)) {
         const kiln_fused_program *p = x->data;
         h = hash_bytes(h, p->ins, (size_t)p->n * sizeof *p->ins);
@@ -118,6 +122,36 @@ int kiln_attrs_copy(kiln_graph *g, kiln_node *c, const kiln_node *old)
         k += w > 0 ? (size_t)w : 0;                                            \
     } while (0)
 
+/* " kernel=[..] stride=[..] ..." : the fields that are not their
+   defaults. */
+static size_t window_format(const kiln_window *win, char *buf, size_t size)
+{
+    size_t k = 0;
+    int nd = win->nd;
+    if (win->kernel[0]) {
+        PUT(" kernel=");
+        PUT_LIST(PUT, win->kernel, nd);
+    }
+    PUT(" stride=");
+    PUT_LIST(PUT, win->stride, nd);
+    PUT(" pad=");
+    PUT_LIST(PUT, win->pad_lo, nd);
+    PUT_LIST(PUT, win->pad_hi, nd);
+    PUT(" dilation=");
+    PUT_LIST(PUT, win->dilation, nd);
+    if (win->out_pad[0] || win->out_pad[1] || win->out_pad[2]) {
+        PUT(" out_pad=");
+        PUT_LIST(PUT, win->out_pad, nd);
+    }
+    if (win->groups > 1)
+        PUT(" groups=%d", win->groups);
+    if (win->flags & KILN_WINDOW_CEIL)
+        PUT(" ceil");
+    if (win->flags & KILN_WINDOW_COUNT_PAD)
+        PUT(" count_pad");
+    return k;
+}
+
 size_t kiln_attrs_format(const kiln_node *n, char *buf, size_t size)
 {
     const kiln_attrs *x = &n->at;
@@ -142,6 +176,8 @@ size_t kiln_attrs_format(const kiln_node *n, char *buf, size_t size)
         PUT(" trans_a=%d trans_b=%d", x->trans_a, x->trans_b);
     if (has(n, KILN_ATTR_DEPTH))
         PUT(" depth=%d%s", x->depth, x->strict ? " strict" : "");
+    if (has(n, KILN_ATTR_WINDOW))
+        k += window_format(&x->win, buf + k, k < size ? size - k : 0);
     return k;
 }
 

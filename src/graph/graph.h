@@ -36,12 +36,32 @@ enum {
     KILN_ATTR_PERM = 1 << 3, /* one entry per input dim */
     KILN_ATTR_LO = 1 << 4,   /* one entry per input dim */
     KILN_ATTR_VALUE = 1 << 5,
-    KILN_ATTR_TRANS = 1 << 6,    /* trans_a and trans_b */
-    KILN_ATTR_DEPTH = 1 << 7,    /* depth and strict */
-    KILN_ATTR_DATA = 1 << 8,     /* constant: the values, numel * dtype */
-    KILN_ATTR_PROGRAM = 1 << 9,  /* fused: the kiln_fused_program */
-    KILN_ATTR_VARIABLE = 1 << 10 /* init and trainable (never merged) */
+    KILN_ATTR_TRANS = 1 << 6,     /* trans_a and trans_b */
+    KILN_ATTR_DEPTH = 1 << 7,     /* depth and strict */
+    KILN_ATTR_DATA = 1 << 8,      /* constant: the values, numel * dtype */
+    KILN_ATTR_PROGRAM = 1 << 9,   /* fused: the kiln_fused_program */
+    KILN_ATTR_VARIABLE = 1 << 10, /* init and trainable (never merged) */
+    KILN_ATTR_WINDOW = 1 << 11    /* convolution and pooling: kiln_window */
 };
+
+/* A sliding window over the last nd (spatial) dims of an NC... tensor:
+   convolution, its transpose and pooling read the fields they need (the
+   others stay zero, so equality and hashing compare the whole struct). */
+enum {
+    KILN_WINDOW_CEIL = 1 << 0,      /* pooling: ceil mode */
+    KILN_WINDOW_COUNT_PAD = 1 << 1, /* avg pooling: count_include_pad */
+};
+typedef struct kiln_window {
+    int nd;          /* spatial dims, 1 to 3 */
+    int kernel[3];   /* pooling: the window (convolution: the weight's) */
+    int stride[3];   /* >= 1 */
+    int dilation[3]; /* >= 1 */
+    int pad_lo[3];   /* implicit padding before and after each dim */
+    int pad_hi[3];
+    int out_pad[3]; /* conv_transpose: output padding */
+    int groups;     /* convolution: >= 1 */
+    int flags;      /* KILN_WINDOW_* */
+} kiln_window;
 
 /* Whose memory an op's output may take (graph/attrs.c, kiln_node_alias). */
 typedef enum kiln_alias_rule {
@@ -120,6 +140,7 @@ typedef struct kiln_attrs {
     int trainable;             /* variable */
     const void *data;          /* constant (arena copy); fused: program */
     kiln_count count;          /* constant */
+    kiln_window win;           /* convolution, pooling */
 } kiln_attrs;
 
 struct kiln_node {
