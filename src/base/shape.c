@@ -136,7 +136,11 @@ void kiln_shape_strides(kiln_shape s, int64_t *strides)
 
 int kiln_shape_broadcast(kiln_shape a, kiln_shape b, kiln_shape *out)
 {
-    if (a.ndim == b.ndim && !memcmp(a.d, b.d, (size_t)a.ndim * sizeof a.d[0])) {
+    int same = a.ndim == b.ndim;
+    /* a loop, not memcmp: a call costs more than comparing a few dims */
+    for (int i = 0; same && i < a.ndim; i++)
+        same = a.d[i] == b.d[i];
+    if (same) {
         /* the common case, no axis broadcast: every mark stays */
         a.sym = (a.sym | b.sym) & ((1u << a.ndim) - 1);
         *out = a;

@@ -281,7 +281,8 @@ kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
                                     kiln_op_table[proto->op].name, why);
     kiln_node *n = kiln_node_make(g, proto->op, dt, s, proto->in, proto->n_in);
     if (n->op == proto->op) {
-        n->at = proto->at;
+        if (kiln_op_table[n->op].attrs) /* else n->at is the arena's zeros */
+            n->at = proto->at;
         kiln_node_derive_sym(n);
     }
     return n;
