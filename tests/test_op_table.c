@@ -116,6 +116,19 @@ static void test_attributes_by_mask(void **state)
     kiln_graph_free(g);
 }
 
+/* perm, lo and win share storage in kiln_attrs: no op may read two. */
+static void test_shared_attribute_storage(void **state)
+{
+    (void)state;
+    const unsigned shared = KILN_ATTR_PERM | KILN_ATTR_LO | KILN_ATTR_WINDOW;
+    for (int op = 0; op < KILN_OP_COUNT; op++) {
+        unsigned a = kiln_op_table[op].attrs & shared;
+        if (a & (a - 1))
+            fail_msg("%s reads two attributes that share storage",
+                     kiln_op_table[op].name);
+    }
+}
+
 static void test_alias_rules(void **state)
 {
     (void)state;
@@ -274,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_rules_give_what_builders_built),
         cmocka_unit_test(test_validator_reports_the_rule),
         cmocka_unit_test(test_attributes_by_mask),
+        cmocka_unit_test(test_shared_attribute_storage),
         cmocka_unit_test(test_alias_rules),
         cmocka_unit_test(test_every_op_is_complete),
         cmocka_unit_test(test_walk_finds_what_is_missing),

@@ -6,6 +6,8 @@
 
 #if defined(__GNUC__)
 #define KILN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* An error path kept out of line: its buffers stay off the hot path's frame. */
+#define KILN_COLD __attribute__((cold, noinline))
 #else
 #define KILN_PRINTF(a, b)
 #endif

@@ -126,21 +126,25 @@ typedef struct kiln_count {
 
 /* Op attributes; each op uses the fields its row needs. */
 typedef struct kiln_attrs {
-    unsigned axes;             /* reductions: reduced axes; broadcast: new */
-    int keepdims;              /* reductions */
-    int axis;                  /* argmax, concat */
-    int perm[KILN_MAX_DIMS];   /* permute */
-    int64_t lo[KILN_MAX_DIMS]; /* slice start, pad before */
-    float value;               /* pad value */
-    int trans_a, trans_b;      /* matmul */
-    int depth;                 /* one_hot */
-    int strict;                /* one_hot: a label outside [0, depth) is a
-                                  run-time error (losses), not a zero row */
-    kiln_init init;            /* variable */
-    int trainable;             /* variable */
-    const void *data;          /* constant (arena copy); fused: program */
-    kiln_count count;          /* constant */
-    kiln_window win;           /* convolution, pooling */
+    unsigned axes; /* reductions: reduced axes; broadcast: new */
+    int keepdims;  /* reductions */
+    int axis;      /* argmax, concat */
+    /* no op reads two of these (their KILN_ATTR_* bits): sharing storage
+       keeps a node small, and every built node is zeroed */
+    union {
+        int perm[KILN_MAX_DIMS];   /* permute */
+        int64_t lo[KILN_MAX_DIMS]; /* slice start, pad before */
+        kiln_window win;           /* convolution, pooling */
+    };
+    float value;          /* pad value */
+    int trans_a, trans_b; /* matmul */
+    int depth;            /* one_hot */
+    int strict;           /* one_hot: a label outside [0, depth) is a
+                             run-time error (losses), not a zero row */
+    kiln_init init;       /* variable */
+    int trainable;        /* variable */
+    const void *data;     /* constant (arena copy); fused: program */
+    kiln_count count;     /* constant */
 } kiln_attrs;
 
 struct kiln_node {

@@ -49,20 +49,11 @@ kiln_status kiln_infer_error(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
     return kiln_infer_why(why, len, KILN_ERR_STATE, "invalid op");
 }
 
-/* Elementwise: f32 operands broadcast together (numpy rules). */
-kiln_status kiln_infer_map(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
-                           char *why, size_t len)
+/* "[2,3] and [4,3] do not broadcast": apart from kiln_infer_map, whose
+   every call would otherwise pay for this frame's buffers. */
+KILN_COLD static kiln_status no_broadcast(const kiln_node *n, char *why,
+                                          size_t len)
 {
-    kiln_status st = kiln_infer_f32(n, 0, n->n_in, why, len);
-    if (st != KILN_OK)
-        return st;
-    *dt = KILN_F32;
-    *s = n->in[0]->shape;
-    int ok = 1;
-    for (int k = 1; k < n->n_in; k++)
-        ok = ok && kiln_shape_broadcast(*s, n->in[k]->shape, s);
-    if (ok)
-        return KILN_OK;
     char shapes[3 * SHAPE_BUF + 16], b[SHAPE_BUF];
     size_t at = 0;
     for (int k = 0; k < n->n_in && at < sizeof shapes; k++)
@@ -73,6 +64,30 @@ kiln_status kiln_infer_map(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
                                S(n->in[k]->shape, b));
     return kiln_infer_why(why, len, KILN_ERR_SHAPE, "%s do not broadcast",
                           shapes);
+}
+
+/* Elementwise: f32 operands broadcast together (numpy rules). */
+kiln_status kiln_infer_map(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
+                           char *why, size_t len)
+{
+    kiln_status st = kiln_infer_f32(n, 0, n->n_in, why, len);
+    if (st != KILN_OK)
+        return st;
+    *dt = KILN_F32;
+    *s = n->in[0]->shape;
+    for (int k = 1; k < n->n_in; k++) {
+        const kiln_shape *b = &n->in[k]->shape;
+        /* equal shapes, the common case, without copying shapes around:
+           every node of a dynamic graph comes through here */
+        int same = b->ndim == s->ndim;
+        for (int i = 0; same && i < s->ndim; i++)
+            same = b->d[i] == s->d[i];
+        if (same)
+            s->sym |= b->sym;
+        else if (!kiln_shape_broadcast(*s, *b, s))
+            return no_broadcast(n, why, len);
+    }
+    return KILN_OK;
 }
 
 /* Reductions over the axes of a mask; a sum over nothing is 0, but a max
@@ -283,7 +298,9 @@ kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
     if (n->op == proto->op) {
         if (kiln_op_table[n->op].attrs) /* else n->at is the arena's zeros */
             n->at = proto->at;
-        kiln_node_derive_sym(n);
+        /* the elementwise rule has merged the inputs' marks already */
+        if (kiln_op_table[n->op].infer != kiln_infer_map)
+            kiln_node_derive_sym(n);
     }
     return n;
 }
