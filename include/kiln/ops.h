@@ -116,6 +116,41 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
 /* Mean of -(y log p + (1-y) log(1-p)), p clipped to [eps, 1-eps]. */
 kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y);
 
+/* ---------------------------------------------- convolution */
+
+/* Padding: the same output size as the input (stride 1), the total
+   dilation * (kernel - 1) split as PyTorch does, the odd one after. */
+#define KILN_PAD_SAME 1u
+
+/* Settings of a convolution, one entry per spatial dim (conv1d reads entry
+   0); a zero stride, dilation or groups means 1, so a zeroed struct (or a
+   NULL pointer) is PyTorch's defaults.  padding is added before and after
+   each dim; output_padding is conv_transpose2d's extra size after. */
+typedef struct kiln_conv_params {
+    int stride[2];
+    int padding[2];
+    int dilation[2];
+    int output_padding[2];
+    int groups;
+    unsigned flags; /* KILN_PAD_SAME */
+} kiln_conv_params;
+
+/* PyTorch's conv2d: x [N, C, H, W], w [O, C/groups, kh, kw], bias [O] or
+   NULL, p NULL for the defaults; y [N, O, H', W'].  Mismatched channels,
+   groups not dividing them, a kernel larger than the padded input or a
+   negative setting poison the graph with a message naming the shapes. */
+kiln_node *kiln_conv2d(kiln_graph *g, kiln_node *x, kiln_node *w,
+                       kiln_node *bias, const kiln_conv_params *p);
+/* PyTorch's conv1d: x [N, C, L], w [O, C/groups, k]; as kiln_conv2d. */
+kiln_node *kiln_conv1d(kiln_graph *g, kiln_node *x, kiln_node *w,
+                       kiln_node *bias, const kiln_conv_params *p);
+/* PyTorch's conv_transpose2d: x [N, C, H, W], w [C, O/groups, kh, kw],
+   bias [O] or NULL; y [N, O, (H-1)s - 2p + d(kh-1) + 1 + output_padding,
+   ...].  output_padding must be below the stride; errors as
+   kiln_conv2d (KILN_PAD_SAME is refused). */
+kiln_node *kiln_conv_transpose2d(kiln_graph *g, kiln_node *x, kiln_node *w,
+                                 kiln_node *bias, const kiln_conv_params *p);
+
 /* ---------------------------------------------- state ops */
 
 /* After a run, the variable takes value (computed before any assignment of

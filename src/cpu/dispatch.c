@@ -1,6 +1,8 @@
 /* Kernel dispatch: fast or reference table, under the run's execution
    context and denormal mode. */
 
+#include <stdlib.h>
+
 #include "cpu/check.h"
 #include "cpu/dispatch.h"
 #include "cpu/fast.h"
@@ -8,9 +10,29 @@
 #include "cpu/kernels.h"
 #include "cpu/profile.h"
 
+size_t kiln_cpu_scratch_bytes(const kiln_node *n)
+{
+    const kiln_scratch_kernel *k = &kiln_scratch_kernels[n->op];
+    return k->run ? k->bytes(n) : 0;
+}
+
+/* The kernel to run and, for one that takes scratch, *with (ref: the
+   reference kernel, which takes none). */
+static kiln_kernel_fn pick(const kiln_node *n, int ref,
+                           const kiln_scratch_kernel **with)
+{
+    *with = NULL;
+    if (!ref && kiln_scratch_kernels[n->op].run) {
+        *with = &kiln_scratch_kernels[n->op];
+        return NULL;
+    }
+    kiln_kernel_fn k = ref ? NULL : kiln_fast_kernels[n->op];
+    return k ? k : kiln_ref_kernels[n->op];
+}
+
 kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
-                                void *out, void *const *in, char *msg,
-                                size_t len)
+                                void *out, void *const *in, void *scratch,
+                                char *msg, size_t len)
 {
     kiln_status st = kiln_cpu_check_inputs(n, in, msg, len);
     if (st != KILN_OK)
@@ -20,20 +42,19 @@ kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
         defaults = kiln_exec_defaults();
         ctx = &defaults;
     }
-    kiln_kernel_fn k = ctx->reference ? NULL : kiln_fast_kernels[n->op];
-    if (!k)
-        k = kiln_ref_kernels[n->op];
-    if (!k)
+    const kiln_scratch_kernel *with;
+    kiln_kernel_fn k = pick(n, ctx->reference, &with);
+    if (!k && !with)
         return KILN_OK;
     const kiln_exec_ctx *prev = kiln_exec_enter(ctx);
     unsigned saved = kiln_fpu_enter(ctx->flush_denormals);
-    if (ctx->profile) {
-        double t0 = kiln_profile_now();
+    double t0 = ctx->profile ? kiln_profile_now() : 0;
+    if (with)
+        with->run(n, out, in, scratch);
+    else
         k(n, out, in);
+    if (ctx->profile)
         kiln_profile_record(ctx->profile, n, kiln_profile_now() - t0);
-    } else {
-        k(n, out, in);
-    }
     kiln_fpu_leave(saved);
     kiln_exec_leave(prev);
     return KILN_OK;
@@ -53,5 +74,11 @@ kiln_status kiln_cpu_run_reference(const kiln_node *n, void *out,
 kiln_status kiln_cpu_exec(const kiln_node *n, void *out, void *const *in,
                           char *msg, size_t len)
 {
-    return kiln_cpu_run_kernel(NULL, n, out, in, msg, len);
+    size_t bytes = kiln_cpu_scratch_bytes(n);
+    void *scratch = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+    if (bytes && !scratch)
+        return KILN_ERR_MEMORY;
+    kiln_status st = kiln_cpu_run_kernel(NULL, n, out, in, scratch, msg, len);
+    free(scratch);
+    return st;
 }

@@ -12,3 +12,9 @@ const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT] = {
 #undef KILN_BINARY
 #undef KILN_FAST_ROW
 };
+
+const kiln_scratch_kernel kiln_scratch_kernels[KILN_OP_COUNT] = {
+#define KILN_SCRATCH_ROW(OP, bytes) [KILN_OP_##OP] = {kiln_fast_##OP, bytes},
+    KILN_SCRATCH_OPS(KILN_SCRATCH_ROW)
+#undef KILN_SCRATCH_ROW
+};

@@ -27,7 +27,8 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
 #define KILN_FAST_OPS(X)                                                       \
     X(SELECT)                                                                  \
     X(SUM)                                                                     \
-    X(RMAX) X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL) \
+    X(RMAX)                                                                    \
+    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)         \
         X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
@@ -40,5 +41,28 @@ KILN_FAST_OPS(KILN_FAST_DECLARE)
 #undef KILN_UNARY
 #undef KILN_BINARY
 #undef KILN_FAST_DECLARE
+
+/* Fast kernels that need scratch memory besides their output (the
+   convolutions' im2col columns, cpu/conv_fast.c): bytes(n) says how much;
+   whoever runs the kernel hands it that much, 64-byte aligned, so that a
+   kernel never allocates (kiln_cpu_scratch_bytes, kiln_cpu_run_kernel). */
+typedef struct kiln_scratch_kernel {
+    void (*run)(const kiln_node *n, void *out, void *const *in, void *scratch);
+    size_t (*bytes)(const kiln_node *n);
+} kiln_scratch_kernel;
+/* Indexed by the op enum; a row with run NULL has none. */
+extern const kiln_scratch_kernel kiln_scratch_kernels[KILN_OP_COUNT];
+
+/* X(OP, bytes): kiln_fast_<OP> and its scratch size function. */
+#define KILN_SCRATCH_OPS(X)                                                    \
+    X(CONV, kiln_conv_scratch_bytes)                                           \
+    X(CONV_TRANSPOSE, kiln_conv_scratch_bytes)                                 \
+    X(CONV_WGRAD, kiln_conv_scratch_bytes)
+#define KILN_SCRATCH_DECLARE(OP, bytes)                                        \
+    void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in,        \
+                        void *scratch);
+KILN_SCRATCH_OPS(KILN_SCRATCH_DECLARE)
+#undef KILN_SCRATCH_DECLARE
+size_t kiln_conv_scratch_bytes(const kiln_node *n);
 
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/conv.h"
 #include "cpu/fused.h"
 #include "cpu/kernels.h"
 #include "cpu/scalar.h"
@@ -475,6 +476,9 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 }
 
 #define ref_FUSED kiln_fused_ref
+#define ref_CONV kiln_ref_CONV
+#define ref_CONV_TRANSPOSE kiln_ref_CONV_TRANSPOSE
+#define ref_CONV_WGRAD kiln_ref_CONV_WGRAD
 #define ref_INPUT NULL
 #define ref_CONSTANT NULL
 #define ref_VARIABLE NULL

@@ -21,11 +21,17 @@
    Buffers are then placed largest first at the lowest 64-byte aligned offset
    that fits among the placed buffers whose lifetimes overlap (best fit), which
    packs close to the peak of live bytes; a segment tree finds those buffers
-   (see place). */
+   (see place).
+
+   Scratch: a kernel that needs memory besides its output (a convolution's
+   im2col columns, kiln_cpu_scratch_bytes) gets a buffer of its own that
+   lives for its step alone, planned like any value: it never overlaps the
+   step's inputs or output, and steps reuse each other's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/dispatch.h"
 #include "passes/passes.h"
 
 enum { ALIGN = 64 };
@@ -284,7 +290,11 @@ static int live_ranges(const kiln_unit *p, kiln_memory_plan *mp, int *step,
             last[x->in[k]->id] = step[id];
         if (computed(x)) {
             /* the sum of all buffers bounds every offset placed below */
-            size_t b = aligned(bytes_of(x));
+            size_t b = aligned(bytes_of(x)),
+                   sb = aligned(kiln_cpu_scratch_bytes(x));
+            if (sb > (size_t)PTRDIFF_MAX - b)
+                return 0;
+            b += sb;
             if (b > (size_t)PTRDIFF_MAX - mp->unplanned)
                 return 0;
             mp->unplanned += b;
@@ -302,6 +312,24 @@ static int live_ranges(const kiln_unit *p, kiln_memory_plan *mp, int *step,
     return 1;
 }
 
+/* Each computed node's offsets (its value's and its scratch's) and the
+   variable whose storage holds its value, from the placed buffers. */
+static void set_offsets(const kiln_graph *g, kiln_memory_plan *mp,
+                        const buffer *bufs, const int *owner,
+                        const int *scratch)
+{
+    for (int id = 0; id < g->n_nodes; id++) {
+        mp->storage[id] = -1;
+        mp->scratch[id] = (size_t)-1;
+        if (!computed(g->nodes[id]))
+            continue;
+        mp->offset[id] = bufs[owner[id]].offset;
+        mp->storage[id] = bufs[owner[id]].var;
+        if (scratch[id] >= 0)
+            mp->scratch[id] = bufs[scratch[id]].offset;
+    }
+}
+
 kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
                              kiln_memory_plan *mp)
 {
@@ -313,13 +341,16 @@ kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
     int *step = calloc((size_t)n + 1, sizeof *step),
         *last = calloc((size_t)n + 1, sizeof *last);
     int *owner = calloc((size_t)n + 1, sizeof *owner); /* node -> buffer */
-    buffer *bufs = calloc((size_t)n + 1, sizeof *bufs);
+    int *scratch = malloc(((size_t)n + 1) * sizeof *scratch); /* -> buffer */
+    /* a buffer per value and one per scratch at most */
+    buffer *bufs = calloc(2 * (size_t)n + 1, sizeof *bufs);
     unsigned char *is_output = calloc((size_t)n + 1, 1);
     var_use *vu = malloc(((size_t)n + 1) * sizeof *vu);
     mp->storage = malloc(((size_t)n + 1) * sizeof *mp->storage);
+    mp->scratch = malloc(((size_t)n + 1) * sizeof *mp->scratch);
     kiln_status st = KILN_ERR_MEMORY;
-    if (!mp->offset || !mp->inplace || !mp->storage || !step || !last ||
-        !owner || !bufs || !is_output || !vu)
+    if (!mp->offset || !mp->inplace || !mp->storage || !mp->scratch || !step ||
+        !last || !owner || !scratch || !bufs || !is_output || !vu)
         goto done;
     find_var_uses(g, vu);
     if (!live_ranges(p, mp, step, last, is_output))
@@ -349,6 +380,10 @@ kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
         buffer *b = &bufs[owner[id]];
         if (last[id] > b->end)
             b->end = last[id];
+        size_t sb = kiln_cpu_scratch_bytes(x);
+        scratch[id] = sb ? n_bufs : -1;
+        if (sb)
+            bufs[n_bufs++] = (buffer){step[id], step[id], aligned(sb), 0, -1};
     }
     if (reuse) {
         if (!place(bufs, n_bufs, &mp->peak))
@@ -359,18 +394,13 @@ kiln_status kiln_plan_memory(const kiln_unit *p, int reuse,
             mp->peak += bufs[i].size;
         }
     }
-    for (int id = 0; id < n; id++) {
-        mp->storage[id] = -1;
-        if (computed(g->nodes[id])) {
-            mp->offset[id] = bufs[owner[id]].offset;
-            mp->storage[id] = bufs[owner[id]].var;
-        }
-    }
+    set_offsets(g, mp, bufs, owner, scratch);
     st = KILN_OK;
 done:
     free(step);
     free(last);
     free(owner);
+    free(scratch);
     free(bufs);
     free(is_output);
     free(vu);
@@ -384,6 +414,8 @@ void kiln_memory_plan_free(kiln_memory_plan *mp)
     free(mp->offset);
     free(mp->inplace);
     free(mp->storage);
+    free(mp->scratch);
+    mp->scratch = NULL;
     mp->offset = NULL;
     mp->inplace = NULL;
     mp->storage = NULL;

@@ -101,6 +101,9 @@ typedef struct kiln_memory_plan {
                          (it writes over that input), or -1 */
     int *storage;     /* by node id: the variable node whose storage holds
                          it (an update written in place), or -1 */
+    size_t *scratch;  /* by node id: byte offset of the scratch memory its
+                         fast kernel needs (kiln_cpu_scratch_bytes), live
+                         for its step only; (size_t)-1 for none */
     size_t peak;      /* bytes of the block */
     size_t unplanned; /* bytes with one buffer per computed node */
 } kiln_memory_plan;

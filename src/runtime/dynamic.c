@@ -182,9 +182,13 @@ static kiln_status run_kernel(kiln_run_ctx *r, const kiln_node *n)
         return KILN_ERR_MEMORY;
     for (int k = 0; k < n->n_in; k++)
         in[k] = rs->value[n->in[k]->id];
+    size_t sb = kiln_cpu_scratch_bytes(n);
+    void *scratch = sb ? kiln_ws_scratch(r, n, sb) : NULL;
+    if (sb && !scratch)
+        return KILN_ERR_MEMORY;
     char msg[KILN_ERRMSG_MAX - 32];
-    if (kiln_cpu_run_kernel(&r->s->exec, n, out, in, msg, sizeof msg) !=
-        KILN_OK)
+    if (kiln_cpu_run_kernel(&r->s->exec, n, out, in, scratch, msg,
+                            sizeof msg) != KILN_OK)
         return kiln_session_fail(r->s, KILN_ERR_ARG, "%s: %s", r->fn, msg);
     rs->value[n->id] = out;
     return KILN_OK;

@@ -30,6 +30,10 @@ struct kiln_run_state {
     int ws_strict;           /* exceeding ws_reserved is an error */
     int checkpointing;       /* release unmarked activations, recompute them */
     int check_finite;        /* stop at the first NaN or infinity */
+    /* scratch memory of the kernels (kiln_cpu_scratch_bytes), shared by
+       every node: the largest any needed so far, in the workspace */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 /* s's run state of g, its values dropped if g was cleared since; NULL when
@@ -75,6 +79,9 @@ typedef struct kiln_run_ctx {
    allocation, which may grow the workspace (logged) or, in strict mode,
    fails.  NULL with the session's error (KILN_ERR_MEMORY) naming n. */
 void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes);
+/* The kernels' scratch memory, grown in the workspace to at least bytes
+   for node n; NULL with the session's error as kiln_ws_alloc. */
+void *kiln_ws_scratch(kiln_run_ctx *r, const kiln_node *n, size_t bytes);
 /* Gives n's value back to the workspace for reuse (checkpointing). */
 void kiln_ws_release(kiln_run_state *rs, const kiln_node *n);
 /* Forgets the free lists and counters (the values were dropped). */

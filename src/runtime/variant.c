@@ -50,6 +50,7 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     v->arena = aligned_alloc(64, v->arena_bytes + 64);
     if (!v->buf || !v->steps || !v->assigns || !v->in_ptrs || !v->arena) {
         free(mp.offset);
+        free(mp.scratch);
         return kiln_session_fail(s, KILN_ERR_MEMORY,
                                  "%s: out of memory (%zu bytes)", what,
                                  v->arena_bytes);
@@ -76,6 +77,9 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
                 kiln_step *stp = &v->steps[si++];
                 stp->n = n;
                 stp->out = v->buf[id];
+                stp->scratch = mp.scratch[id] == (size_t)-1
+                                   ? NULL
+                                   : (char *)v->arena + mp.scratch[id];
                 stp->in = v->in_ptrs + ptr;
                 ptr += (size_t)n->n_in;
             }
@@ -87,6 +91,7 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     }
     v->n_assigns = ai; /* the copies actually needed */
     free(mp.offset);
+    free(mp.scratch);
     return st;
 }
 
@@ -163,8 +168,8 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
         char msg[KILN_ERRMSG_MAX - 16];
         for (int k = 0; k < st->n->n_in; k++)
             st->in[k] = v->buf[st->n->in[k]->id];
-        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, msg,
-                                sizeof msg) != KILN_OK)
+        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, st->scratch,
+                                msg, sizeof msg) != KILN_OK)
             return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
             kiln_debug_print(s->exec.debug, st->n, st->out, "value");

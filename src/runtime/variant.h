@@ -13,6 +13,7 @@ typedef struct kiln_step {
     kiln_node *n;
     void *out;
     void **in;
+    void *scratch; /* the kernel's scratch memory in the block, or NULL */
 } kiln_step;
 
 typedef struct kiln_assignment {

@@ -25,6 +25,8 @@ void kiln_ws_reset(kiln_run_state *rs)
 {
     rs->ws_bins = NULL; /* they were in the workspace */
     rs->ws_live = rs->ws_peak = 0;
+    rs->scratch = NULL;
+    rs->scratch_bytes = 0;
 }
 
 static ws_bin *ws_find_bin(kiln_run_state *rs, size_t size, int create)
@@ -93,6 +95,22 @@ void *kiln_ws_alloc(kiln_run_ctx *r, const kiln_node *n, size_t bytes)
     }
     ws_account(rs, need);
     return p;
+}
+
+/* A larger scratch replaces the old one, which stays in the workspace
+   until the graph is cleared: the sizes only grow, so that waste is at
+   most the largest scratch. */
+void *kiln_ws_scratch(kiln_run_ctx *r, const kiln_node *n, size_t bytes)
+{
+    kiln_run_state *rs = r->rs;
+    if (bytes > rs->scratch_bytes) {
+        void *p = kiln_ws_alloc(r, n, bytes);
+        if (!p)
+            return NULL;
+        rs->scratch = p;
+        rs->scratch_bytes = bytes;
+    }
+    return rs->scratch;
 }
 
 void kiln_ws_release(kiln_run_state *rs, const kiln_node *n)
