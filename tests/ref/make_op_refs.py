@@ -274,6 +274,13 @@ case("bce", [bp, by],
 # ------------------------------------------------------------ added ops
 # (after every other case, so that the others' random inputs stay the same)
 case("log1p", [U((3, 4), -0.9, 3)], torch.log1p)
+case("expm1", [U((3, 4), -3, 3)], torch.expm1)
+case("softplus", [U((3, 5), -30, 30)], F.softplus)
+case("silu", [U((3, 4), -6, 6)], F.silu)
+case("floor", [U((3, 4), -3, 3)], torch.floor)
+case("ceil", [U((3, 4), -3, 3)], torch.ceil)
+case("round", [np.array([[-2.5, -1.5, -0.5, 0.5], [1.5, 2.5, 0.49, -0.51],
+                         [3.7, -3.7, 0.0, 7.5]], dtype=np.float32)], torch.round)
 case("softmax_ce_grad", [U((4, 5), -3, 3), ints((4,), 0, 5)],
      lambda x, l: torch.autograd.grad(
          F.cross_entropy(x.requires_grad_(), l), x)[0])
