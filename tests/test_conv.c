@@ -12,6 +12,8 @@
 #include "cpu/kernels.h"
 #include "graph/conv.h"
 
+#include "test_alloc_count.h"
+
 #define RTOL 1e-4
 #define ATOL 1e-5
 #define MAXT 10
@@ -335,6 +337,281 @@ static void test_gradcheck(void **state)
             gradcheck_case(&cases[i], order);
 }
 
+/* ------------------------------------------------------------ fast */
+
+static int rnd(kiln_rng *r, int lo, int hi)
+{
+    return lo + (int)(kiln_rng_uniform(r) * (hi - lo + 1)) % (hi - lo + 1);
+}
+
+/* A random window over nd dims and operand shapes a conv of it takes:
+   odd sizes, size-1 dims, groups, strides, dilations, padding. */
+static void random_conv(kiln_rng *r, int nd, kiln_window *w, kiln_shape *x,
+                        kiln_shape *wt)
+{
+    *w = (kiln_window){.nd = nd, .groups = rnd(r, 1, 3)};
+    int cg = rnd(r, 1, 3), og = rnd(r, 1, 3);
+    *x = (kiln_shape){.ndim = nd + 2, .d = {rnd(r, 1, 3), cg * w->groups}};
+    *wt = (kiln_shape){.ndim = nd + 2, .d = {og * w->groups, cg}};
+    for (int i = 0; i < nd; i++) {
+        w->kernel[i] = rnd(r, 1, 4);
+        w->stride[i] = rnd(r, 1, 3);
+        w->dilation[i] = rnd(r, 1, 2);
+        w->pad_lo[i] = rnd(r, 0, 2);
+        w->pad_hi[i] = rnd(r, 0, 2);
+        int span = w->dilation[i] * (w->kernel[i] - 1) + 1;
+        x->d[2 + i] = rnd(r, span > 3 ? span - 3 : 1, span + 8);
+        if (x->d[2 + i] + w->pad_lo[i] + w->pad_hi[i] < span)
+            x->d[2 + i] = span;
+        wt->d[2 + i] = w->kernel[i];
+    }
+}
+
+static float *random_values(kiln_rng *r, kiln_shape s)
+{
+    int64_t n = kiln_shape_numel(s);
+    float *v = malloc(((size_t)n + 1) * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)kiln_rng_uniform(r) * 2 - 1;
+    return v;
+}
+
+/* n's fast kernel (with its scratch) against its reference kernel. */
+static void fast_matches_reference(kiln_rng *r, const kiln_node *n)
+{
+    void *in[2] = {random_values(r, n->in[0]->shape),
+                   random_values(r, n->in[1]->shape)};
+    int64_t len = kiln_shape_numel(n->shape);
+    float *want = calloc((size_t)len + 1, sizeof *want);
+    float *got = calloc((size_t)len + 1, sizeof *got);
+    assert_true(want && got);
+    assert_int_equal(kiln_cpu_run_reference(n, want, in), KILN_OK);
+    assert_int_equal(kiln_cpu_exec(n, got, in, NULL, 0), KILN_OK);
+    char line[512];
+    kiln_node_format(n, NULL, 0, line, sizeof line);
+    th_assert_close_f(line, got, want, len, 1e-4, 1e-4);
+    free(in[0]);
+    free(in[1]);
+    free(want);
+    free(got);
+}
+
+static void test_fast_matches_reference(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 11);
+    for (int it = 0; it < 120; it++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_window win;
+        kiln_shape xs, ws;
+        random_conv(&r, 1 + it % 3, &win, &xs, &ws);
+        kiln_node *x = kiln_input(g, "x", KILN_F32, xs);
+        kiln_node *w = kiln_input(g, "w", KILN_F32, ws);
+        kiln_node *y = kiln_conv_op(g, KILN_OP_CONV, x, w, &win, NULL);
+        th_assert_graph_ok(g);
+        kiln_node *dy = kiln_input(g, "dy", KILN_F32, kiln_node_shape(y));
+        kiln_window t = kiln_conv_window_to(&win, xs, kiln_node_shape(y));
+        kiln_node *ops[3] = {
+            y, kiln_conv_op(g, KILN_OP_CONV_TRANSPOSE, dy, w, &t, NULL),
+            kiln_conv_op(g, KILN_OP_CONV_WGRAD, x, dy, &win, NULL)};
+        th_assert_graph_ok(g);
+        for (int k = 0; k < 3; k++)
+            fast_matches_reference(&r, ops[k]);
+        kiln_graph_free(g);
+    }
+}
+
+/* ------------------------------------------------------------ errors */
+
+static void expect_error(kiln_node *(*build)(kiln_graph *g), const char *msg)
+{
+    kiln_graph *g = kiln_graph_new();
+    build(g);
+    th_expect_graph_error(g, msg);
+    kiln_graph_free(g);
+}
+
+#define IN(...) kiln_input(g, "x", KILN_F32, KILN_SHAPE(__VA_ARGS__))
+#define WT(...) kiln_input(g, "w", KILN_F32, KILN_SHAPE(__VA_ARGS__))
+
+static kiln_node *bad_channels(kiln_graph *g)
+{
+    return kiln_conv2d(g, IN(2, 3, 8, 8), WT(4, 2, 3, 3), NULL, NULL);
+}
+
+static kiln_node *bad_groups(kiln_graph *g)
+{
+    kiln_conv_params p = {.groups = 3};
+    return kiln_conv2d(g, IN(2, 3, 8, 8), WT(4, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *bad_input_groups(kiln_graph *g)
+{
+    kiln_conv_params p = {.groups = 2};
+    return kiln_conv2d(g, IN(2, 3, 8, 8), WT(4, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *kernel_too_large(kiln_graph *g)
+{
+    kiln_conv_params p = {.dilation = {2, 1}};
+    return kiln_conv2d(g, IN(1, 1, 4, 8), WT(1, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *negative_stride(kiln_graph *g)
+{
+    kiln_conv_params p = {.stride = {-1, 1}};
+    return kiln_conv2d(g, IN(1, 1, 4, 4), WT(1, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *same_strided(kiln_graph *g)
+{
+    kiln_conv_params p = {.stride = {2, 2}, .flags = KILN_PAD_SAME};
+    return kiln_conv2d(g, IN(1, 1, 4, 4), WT(1, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *bad_bias(kiln_graph *g)
+{
+    kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(3));
+    return kiln_conv2d(g, IN(1, 1, 4, 4), WT(2, 1, 3, 3), b, NULL);
+}
+
+static kiln_node *bad_rank(kiln_graph *g)
+{
+    return kiln_conv1d(g, IN(1, 1, 4, 4), WT(2, 1, 3, 3), NULL, NULL);
+}
+
+static kiln_node *transpose_empty(kiln_graph *g)
+{
+    kiln_conv_params p = {.padding = {2, 0}};
+    return kiln_conv_transpose2d(g, IN(1, 2, 1, 3), WT(2, 1, 3, 3), NULL, &p);
+}
+
+static kiln_node *transpose_outpad(kiln_graph *g)
+{
+    kiln_conv_params p = {.stride = {2, 2}, .output_padding = {2, 0}};
+    return kiln_conv_transpose2d(g, IN(1, 2, 3, 3), WT(2, 1, 3, 3), NULL, &p);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error(bad_channels, "kiln_conv2d: input [2,3,8,8] has 3 channels, "
+                               "weight [4,2,3,3] wants 2");
+    expect_error(bad_groups, "kiln_conv2d: groups 3 do not divide the "
+                             "weight [4,1,3,3]'s 4 output channels");
+    expect_error(bad_input_groups, "kiln_conv2d: groups 2 do not divide the "
+                                   "input [2,3,8,8]'s 3 channels");
+    expect_error(kernel_too_large,
+                 "kiln_conv2d: input [1,1,4,8], weight [1,1,3,3]: the kernel "
+                 "(dilated to 5) is larger than dim 0 padded to 4");
+    expect_error(negative_stride, "kiln_conv2d: dim 0: stride -1");
+    expect_error(same_strided, "'same' padding needs stride 1");
+    expect_error(bad_bias, "kiln_conv2d: bias [3] for output [1,2,2,2]");
+    expect_error(bad_rank, "kiln_conv1d: input [1,1,4,4] and weight [2,1,3,3] "
+                           "must both have 3 dims");
+    expect_error(transpose_empty, "kiln_conv_transpose2d: input [1,2,1,3], "
+                                  "weight [2,1,3,3]: output size -1 of dim 0");
+    expect_error(transpose_outpad, "output padding 2 of dim 0 must be below "
+                                   "the stride 2");
+    assert_ptr_equal(kiln_conv2d(NULL, NULL, NULL, NULL, NULL), NULL);
+}
+
+/* ------------------------------------------------------------ symbolic */
+
+/* One compiled function at batches 3 and 5 (with its gradients), against
+   the same graph built at each batch and run dynamically. */
+static void test_symbolic_batch(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 3);
+    kiln_conv_params p = {.stride = {2, 1}, .padding = {1, 1}};
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x =
+        kiln_input_sym(g, "x", KILN_F32, KILN_SHAPE(2, 2, 6, 5), KILN_AXIS(0));
+    kiln_node *w = kiln_variable(g, "w", KILN_F32, KILN_SHAPE(3, 2, 3, 3),
+                                 kiln_init_uniform(-1, 1));
+    kiln_node *y = kiln_relu(g, kiln_conv2d(g, x, w, NULL, &p));
+    kiln_node *loss = kiln_mean(g, y, KILN_ALL_AXES, 0);
+    kiln_node *outs[2] = {y, kiln_grad(g, loss, w)};
+    th_assert_graph_ok(g);
+    kiln_function *f = kiln_compile(s, g, outs, 2, &x, 1);
+    assert_non_null(f);
+    for (int64_t n = 3; n <= 5; n += 2) {
+        kiln_tensor *xt = th_rand(&r, KILN_SHAPE(n, 2, 6, 5), -1, 1);
+        kiln_tensor *got[2] = {
+            kiln_tensor_new(KILN_F32, KILN_SHAPE(n, 3, 3, 5)),
+            kiln_tensor_new(KILN_F32, kiln_node_shape(w))};
+        assert_int_equal(kiln_run(f, &xt, got), KILN_OK);
+        kiln_graph *h = kiln_graph_new();
+        kiln_node *hx = kiln_input(h, "x", KILN_F32, KILN_SHAPE(n, 2, 6, 5));
+        kiln_node *hw = kiln_variable(h, "w", KILN_F32, kiln_node_shape(w),
+                                      kiln_init_zeros());
+        kiln_node *hy = kiln_relu(h, kiln_conv2d(h, hx, hw, NULL, &p));
+        kiln_node *hl = kiln_mean(h, hy, KILN_ALL_AXES, 0);
+        assert_int_equal(kiln_feed(s, hx, xt), KILN_OK);
+        assert_int_equal(kiln_backprop(s, h, hl), KILN_OK);
+        th_assert_close_f("symbolic y", kiln_tensor_f32(got[0]),
+                          kiln_node_value_f32(s, hy), kiln_tensor_numel(got[0]),
+                          1e-5, 1e-6);
+        th_assert_close_f("symbolic dw", kiln_tensor_f32(got[1]),
+                          kiln_node_grad_f32(s, hw), kiln_tensor_numel(got[1]),
+                          1e-4, 1e-6);
+        kiln_graph_free(h);
+        kiln_tensor_free(xt);
+        kiln_tensor_free(got[0]);
+        kiln_tensor_free(got[1]);
+    }
+    kiln_function_free(f);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* A compiled training step of two convolutions: the scratch of every
+   kernel is in the function's one block (its listing shows the block's
+   size), and running it allocates nothing, also on more threads. */
+static void test_compiled_run_allocates_nothing(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 5);
+    kiln_session_options o = {.threads = 2};
+    kiln_session *s = kiln_session_new(&o);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(4, 2, 9, 9));
+    kiln_node *w1 = kiln_variable(g, "w1", KILN_F32, KILN_SHAPE(4, 2, 3, 3),
+                                  kiln_init_uniform(-1, 1));
+    kiln_node *w2 = kiln_variable(g, "w2", KILN_F32, KILN_SHAPE(3, 4, 3, 3),
+                                  kiln_init_uniform(-1, 1));
+    kiln_conv_params p = {.padding = {1, 1}};
+    kiln_node *h = kiln_relu(g, kiln_conv2d(g, x, w1, NULL, &p));
+    kiln_node *y = kiln_conv2d(g, h, w2, NULL, &p);
+    kiln_node *loss = kiln_mean(g, kiln_mul(g, y, y), KILN_ALL_AXES, 0);
+    kiln_node *outs[3] = {loss, kiln_grad(g, loss, w1), kiln_grad(g, loss, w2)};
+    th_assert_graph_ok(g);
+    kiln_function *f = kiln_compile(s, g, outs, 3, &x, 1);
+    assert_non_null(f);
+    kiln_tensor *xt = th_rand(&r, KILN_SHAPE(4, 2, 9, 9), -1, 1), *out[3];
+    for (int i = 0; i < 3; i++)
+        out[i] = kiln_function_new_output(f, i);
+    assert_int_equal(kiln_run(f, &xt, out), KILN_OK);
+    long before = allocations;
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(kiln_run(f, &xt, out), KILN_OK);
+    assert_int_equal(allocations, before);
+    for (int i = 0; i < 3; i++)
+        kiln_tensor_free(out[i]);
+    kiln_tensor_free(xt);
+    kiln_function_free(f);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +619,10 @@ int main(void)
         cmocka_unit_test(test_pytorch_dynamic),
         cmocka_unit_test(test_weight_grad_op),
         cmocka_unit_test(test_gradcheck),
+        cmocka_unit_test(test_fast_matches_reference),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_symbolic_batch),
+        cmocka_unit_test(test_compiled_run_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,41 +4,7 @@
 
 #include "test_helpers.h"
 
-/* Every allocation of the library and of this file goes through these
-   (-Wl,--wrap, tests/CMakeLists.txt), which count them. */
-static long allocations;
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t size);
-void *__real_aligned_alloc(size_t align, size_t size);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t size);
-void *__wrap_aligned_alloc(size_t align, size_t size);
-
-void *__wrap_malloc(size_t size)
-{
-    allocations++;
-    return __real_malloc(size);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    allocations++;
-    return __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t size)
-{
-    allocations++;
-    return __real_realloc(p, size);
-}
-
-void *__wrap_aligned_alloc(size_t align, size_t size)
-{
-    allocations++;
-    return __real_aligned_alloc(align, size);
-}
+#include "test_alloc_count.h"
 
 static unsigned sym_of(const kiln_node *n)
 {

@@ -74,6 +74,9 @@ static kiln_status weight_ok(kiln_shape x, kiln_shape w, const kiln_window *win,
     /* conv: x's channels are the weight's dim 1 times groups; transpose:
        dy's channels are the weight's dim 0 */
     int64_t c = x.d[1], want = transpose ? w.d[0] : w.d[1] * g;
+    if (!transpose && c % g)
+        return WHY("groups %d do not divide the input %s's %lld channels", g,
+                   S(x, b1), (long long)c);
     if (c != want)
         return WHY("input %s has %lld channels, weight %s wants %lld%s",
                    S(x, b1), (long long)c, S(w, b2), (long long)want,
