@@ -42,6 +42,12 @@ static int build_all(kiln_graph *g, kiln_node **out)
     out[n++] = kiln_cast(g, l, KILN_F32);
     out[n++] = kiln_stop_gradient(g, a);
     out[n++] = kiln_softmax_cross_entropy(g, a, l);
+    kiln_node *img = kiln_input(g, "img", KILN_F32, KILN_SHAPE(1, 2, 5, 4));
+    out[n++] = kiln_max_pool2d(g, img, (int[]){2, 2}, NULL, NULL, NULL, 1);
+    out[n++] =
+        kiln_avg_pool2d(g, img, (int[]){3, 3}, NULL, (int[]){1, 1}, 0, 1);
+    out[n++] = kiln_upsample2d(g, img, (int64_t[]){7, 3}, NULL,
+                               KILN_UPSAMPLE_BILINEAR, 1);
     return n;
 }
 
@@ -175,6 +181,13 @@ static const struct {
     {KILN_OP_CONV, "conv", "conv2d"},
     {KILN_OP_CONV_TRANSPOSE, "conv_transpose", "conv_transpose2d"},
     {KILN_OP_CONV_WGRAD, "conv_weight_grad", "conv2d"},
+    /* pooling group: every tests/ref/pool case checks the op, its gradient
+       op and (max pooling) the gradient's gradient op; test_pool.c
+       gradchecks them through the public builders */
+    {KILN_OP_MAX_POOL2D_GRAD, "max_pool2d", "max_pool2d"},
+    {KILN_OP_MAX_POOL2D_GATHER, "max_pool2d", "max_pool2d"},
+    {KILN_OP_RESAMPLE2D, "avg_pool2d", "avg_pool2d"},
+    {KILN_OP_RESAMPLE2D_GRAD, "avg_pool2d", "avg_pool2d"},
 };
 
 static const char *alias(kiln_op op, int builder)
@@ -219,7 +232,7 @@ static int has_ref_case_in(const char *dir, const char *prefix)
 
 static int has_ref_case(const char *prefix)
 {
-    static const char *const dirs[] = {"ops", "conv"};
+    static const char *const dirs[] = {"ops", "conv", "pool"};
     char dir[512];
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(dir, sizeof dir, "%s/%s", KILN_TEST_REF_DIR, dirs[i]);
@@ -259,6 +272,7 @@ static void test_every_op_is_complete(void **state)
     char *grad = read_text(KILN_SOURCE_DIR "/tests/test_grad.c");
     char *kern = read_text(KILN_SOURCE_DIR "/tests/test_kernels.c");
     char *conv = read_text(KILN_SOURCE_DIR "/tests/test_conv.c");
+    char *pool = read_text(KILN_SOURCE_DIR "/tests/test_pool.c");
     for (int op = 0; op < KILN_OP_COUNT; op++) {
         const kiln_op_info *o = &kiln_op_table[op];
         int internal = o->grad == KILN_GRAD_INTERNAL;
@@ -276,13 +290,15 @@ static void test_every_op_is_complete(void **state)
         snprintf(call, sizeof call, "kiln_%s(", alias((kiln_op)op, 1));
         if (o->grad == KILN_GRAD_RULE && o->kind != KILN_KIND_UNARY &&
             o->kind != KILN_KIND_BINARY && !strstr(grad, call) &&
-            !strstr(kern, call) && !strstr(conv, call))
+            !strstr(kern, call) && !strstr(conv, call) &&
+            !strstr(pool, call))
             fail_msg("%s: no gradient check", o->name);
     }
     free(doc);
     free(grad);
     free(kern);
     free(conv);
+    free(pool);
 }
 
 /* The walk above fails on an op that lacks what it checks. */

@@ -150,6 +150,55 @@ kiln_node *kiln_conv1d(kiln_graph *g, kiln_node *x, kiln_node *w,
    kiln_conv2d (KILN_PAD_SAME is refused). */
 kiln_node *kiln_conv_transpose2d(kiln_graph *g, kiln_node *x, kiln_node *w,
                                  kiln_node *bias, const kiln_conv_params *p);
+/* ---------------------------------------------- pooling, resampling */
+
+/* As torch.nn.functional.max_pool2d over the last two dims of an f32
+   (C,H,W) or (N,C,H,W) x: kernel[2]; stride[2] (NULL: the kernel); padding
+   [2] (NULL: 0; at most half the kernel; padded positions never win);
+   dilation[2] (NULL: 1); ceil_mode.  NaN wins its window; the gradient goes
+   to each window's first maximum.  Bad sizes poison the graph. */
+kiln_node *kiln_max_pool2d(kiln_graph *g, kiln_node *x, const int *kernel,
+                           const int *stride, const int *padding,
+                           const int *dilation, int ceil_mode);
+/* As torch.nn.functional.avg_pool2d (kernel, stride NULL: kernel, padding
+   NULL: 0, ceil_mode, count_include_pad: padded positions count in the
+   divisor).  Bad sizes poison the graph. */
+kiln_node *kiln_avg_pool2d(kiln_graph *g, kiln_node *x, const int *kernel,
+                           const int *stride, const int *padding, int ceil_mode,
+                           int count_include_pad);
+/* As torch.nn.functional.adaptive_avg_pool2d to out_h x out_w (1 x 1:
+   global average pooling); sizes < 1 poison the graph. */
+kiln_node *kiln_adaptive_avg_pool2d(kiln_graph *g, kiln_node *x, int64_t out_h,
+                                    int64_t out_w);
+/* How kiln_pad_mode fills: reflecting at the edges (the edge not repeated)
+   or repeating the edge. */
+typedef enum kiln_padding {
+    KILN_PAD_REFLECT = 1,
+    KILN_PAD_REPLICATE
+} kiln_padding;
+/* As torch.nn.functional.pad(x, pad, mode) for reflect and replicate
+   (constant padding is kiln_pad): n_pad 2 pads the last dim of a 2-D or
+   3-D x, 4 the last two of a 3-D or 4-D x, in PyTorch's order (left,
+   right, top, bottom).  Reflect needs each pad below its dim's size;
+   negative pads and bad ranks poison the graph. */
+kiln_node *kiln_pad_mode(kiln_graph *g, kiln_node *x, const int64_t *pad,
+                         int n_pad, kiln_padding mode);
+typedef enum kiln_upsample {
+    KILN_UPSAMPLE_NEAREST = 1,
+    KILN_UPSAMPLE_BILINEAR
+} kiln_upsample;
+/* As torch.nn.functional.interpolate of an (N,C,H,W) x with mode nearest
+   or bilinear: to size[2], or by scale[2] (output floor(in * scale), the
+   scale itself used for the source positions, as PyTorch does); exactly
+   one of size and scale is non-NULL.  align_corners for bilinear only.
+   Bad arguments poison the graph. */
+kiln_node *kiln_upsample2d(kiln_graph *g, kiln_node *x, const int64_t *size,
+                           const double *scale, kiln_upsample mode,
+                           int align_corners);
+/* As torch.flatten: dims start_dim..end_dim (negative count from the end)
+   merged into one, a reshape; bad dims poison the graph. */
+kiln_node *kiln_flatten(kiln_graph *g, kiln_node *x, int start_dim,
+                        int end_dim);
 
 /* ---------------------------------------------- state ops */
 

@@ -29,7 +29,10 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
     X(SUM)                                                                     \
     X(RMAX)                                                                    \
     X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)         \
-        X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)
+        X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)                \
+    /* pooling group (cpu/fast_pool.c) */                                     \
+    X(MAX_POOL2D) X(MAX_POOL2D_GRAD) X(MAX_POOL2D_GATHER) X(RESAMPLE2D)        \
+        X(RESAMPLE2D_GRAD)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);

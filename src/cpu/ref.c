@@ -6,6 +6,7 @@
 #include "cpu/conv.h"
 #include "cpu/fused.h"
 #include "cpu/kernels.h"
+#include "cpu/pool_kernels.h"
 #include "cpu/scalar.h"
 
 /* ------------------------------------------------------------ broadcasting */
@@ -475,6 +476,12 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
     *(float *)o = 0.0f;
 }
 
+/* pooling group (cpu/pool_ref.c) */
+#define ref_MAX_POOL2D kiln_ref_max_pool2d
+#define ref_MAX_POOL2D_GRAD kiln_ref_max_pool2d_grad
+#define ref_MAX_POOL2D_GATHER kiln_ref_max_pool2d_gather
+#define ref_RESAMPLE2D kiln_ref_resample2d
+#define ref_RESAMPLE2D_GRAD kiln_ref_resample2d_grad
 #define ref_FUSED kiln_fused_ref
 #define ref_CONV kiln_ref_CONV
 #define ref_CONV_TRANSPOSE kiln_ref_CONV_TRANSPOSE

@@ -5,6 +5,7 @@
    so gradients can themselves be differentiated. */
 #include "grad/conv_rules.h"
 #include "grad/grad.h"
+#include "grad/pool_rules.h"
 
 #define NEED(i) (need & (1u << (i)))
 #define B(op, a, b) kiln_binary_op(g, KILN_OP_##op, (a), (b))

@@ -132,13 +132,17 @@ static size_t window_format(const kiln_window *win, char *buf, size_t size)
         PUT(" kernel=");
         PUT_LIST(PUT, win->kernel, nd);
     }
-    PUT(" stride=");
-    PUT_LIST(PUT, win->stride, nd);
+    if (win->stride[0]) { /* resample2d's maps other than avg have none */
+        PUT(" stride=");
+        PUT_LIST(PUT, win->stride, nd);
+    }
     PUT(" pad=");
     PUT_LIST(PUT, win->pad_lo, nd);
     PUT_LIST(PUT, win->pad_hi, nd);
-    PUT(" dilation=");
-    PUT_LIST(PUT, win->dilation, nd);
+    if (win->dilation[0]) {
+        PUT(" dilation=");
+        PUT_LIST(PUT, win->dilation, nd);
+    }
     if (win->out_pad[0] || win->out_pad[1] || win->out_pad[2]) {
         PUT(" out_pad=");
         PUT_LIST(PUT, win->out_pad, nd);
@@ -149,6 +153,14 @@ static size_t window_format(const kiln_window *win, char *buf, size_t size)
         PUT(" ceil");
     if (win->flags & KILN_WINDOW_COUNT_PAD)
         PUT(" count_pad");
+    if (win->flags & KILN_WINDOW_ALIGN_CORNERS)
+        PUT(" align_corners");
+    if (win->mode)
+        PUT(" mode=%s", kiln_resample_mode_name(win->mode));
+    if (win->inv_scale[0] || win->inv_scale[1] || win->inv_scale[2])
+        for (int i = 0; i < nd; i++)
+            PUT("%s%g%s", i ? "," : " inv_scale=[", win->inv_scale[i],
+                i == nd - 1 ? "]" : "");
     return k;
 }
 

@@ -61,7 +61,27 @@ typedef struct kiln_window {
     int out_pad[3]; /* conv_transpose: output padding */
     int groups;     /* convolution: >= 1 */
     int flags;      /* KILN_WINDOW_* */
+    /* pooling group: resample2d's map (KILN_RESAMPLE_*) and, for
+       upsampling given a scale factor, 1 / factor per dim (0: in / out) */
+    int mode;
+    float inv_scale[3];
 } kiln_window;
+
+/* pooling group (graph/resample.h): how resample2d maps an output index
+   of a dim onto the input's */
+enum {
+    KILN_WINDOW_ALIGN_CORNERS = 1 << 2, /* bilinear: align_corners */
+};
+typedef enum kiln_resample_mode {
+    KILN_RESAMPLE_AVG = 1,  /* avg_pool2d */
+    KILN_RESAMPLE_ADAPTIVE, /* adaptive_avg_pool2d */
+    KILN_RESAMPLE_REFLECT,  /* pad, reflect mode */
+    KILN_RESAMPLE_REPLICATE,
+    KILN_RESAMPLE_NEAREST, /* upsample */
+    KILN_RESAMPLE_BILINEAR,
+} kiln_resample_mode;
+/* "avg", "adaptive", ...: how IR printing names a mode. */
+const char *kiln_resample_mode_name(int mode);
 
 /* Whose memory an op's output may take (graph/attrs.c, kiln_node_alias). */
 typedef enum kiln_alias_rule {

@@ -1,0 +1,255 @@
+/* Fast kernels of the pooling group, threaded over the N*C planes: max
+   pooling with a vectorised path for 2x2 windows of stride 2 (the common
+   CNN case) and the reference's scan for other windows; resample2d with
+   each chunk of columns' taps computed once for all the rows of a share. */
+#include <string.h>
+
+#include "cpu/fast.h"
+#include "cpu/pool.h"
+#include "cpu/pool_kernels.h"
+
+typedef struct pool_job {
+    const kiln_window *w;
+    kiln_planes p;
+    const float *x, *v; /* x, and dy (grad) or a (gather) */
+    float *y;
+} pool_job;
+
+static pool_job job_of(const kiln_node *n, kiln_shape x, kiln_shape y,
+                       void *out, void *const *in)
+{
+    pool_job j = {&n->at.win, kiln_planes_of(x, y), in[0],
+                  n->n_in > 1 ? in[1] : NULL, out};
+    return j;
+}
+
+/* Windows 2x2, stride 2, no padding or dilation, all inside the input. */
+static int is_2x2(const kiln_window *w, const kiln_planes *p)
+{
+    for (int d = 0; d < 2; d++)
+        if (w->kernel[d] != 2 || w->stride[d] != 2 || w->pad_lo[d] ||
+            w->dilation[d] != 1)
+            return 0;
+    return 2 * p->oh <= p->ih && 2 * p->ow <= p->iw;
+}
+
+/* b replaces the maximum m so far when greater or NaN (the scan's rule). */
+#define WINS(b, m) (((b) > (m)) | ((b) != (b)))
+
+KILN_CLONES static void max_2x2_row(const float *r0, const float *r1, float *y,
+                                    int64_t ow)
+{
+    _Pragma("omp simd") for (int64_t j = 0; j < ow; j++)
+    {
+        float m = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j],
+              d = r1[2 * j + 1];
+        m = WINS(b, m) ? b : m;
+        m = WINS(c, m) ? c : m;
+        y[j] = WINS(d, m) ? d : m;
+    }
+}
+
+/* dy of each window written at its argmax, 0 at the other three. */
+KILN_CLONES static void max_2x2_grad_row(const float *r0, const float *r1,
+                                         const float *dy, float *d0, float *d1,
+                                         int64_t ow)
+{
+    _Pragma("omp simd") for (int64_t j = 0; j < ow; j++)
+    {
+        float m = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j],
+              d = r1[2 * j + 1], g = dy[j];
+        int at = 0;
+        at = WINS(b, m) ? 1 : at;
+        m = WINS(b, m) ? b : m;
+        at = WINS(c, m) ? 2 : at;
+        m = WINS(c, m) ? c : m;
+        at = WINS(d, m) ? 3 : at;
+        d0[2 * j] = at == 0 ? g : 0.0f;
+        d0[2 * j + 1] = at == 1 ? g : 0.0f;
+        d1[2 * j] = at == 2 ? g : 0.0f;
+        d1[2 * j + 1] = at == 3 ? g : 0.0f;
+    }
+}
+
+static void max_pool_range(void *ctx, int64_t lo, int64_t hi)
+{
+    pool_job *j = ctx;
+    const kiln_planes *p = &j->p;
+    int fast = is_2x2(j->w, p);
+    for (int64_t k = lo; k < hi; k++) {
+        const float *x = j->x + k * p->ih * p->iw;
+        float *y = j->y + k * p->oh * p->ow;
+        for (int64_t i = 0; i < p->oh; i++, y += p->ow) {
+            if (fast) {
+                max_2x2_row(x + 2 * i * p->iw, x + (2 * i + 1) * p->iw, y,
+                            p->ow);
+                continue;
+            }
+            for (int64_t c = 0; c < p->ow; c++)
+                kiln_window_argmax(j->w, x, p, i, c, y + c);
+        }
+    }
+}
+
+void kiln_fast_MAX_POOL2D(const kiln_node *n, void *out, void *const *in)
+{
+    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
+    int64_t cost = j.p.ih * j.p.iw + j.p.oh * j.p.ow;
+    kiln_par_for(j.p.n, cost, max_pool_range, &j);
+}
+
+/* One plane of dx for 2x2 windows: the windows' rows, then zeros for a
+   last odd row or column no window covers. */
+static void max_2x2_grad_plane(const pool_job *j, const float *x,
+                               const float *dy, float *dx)
+{
+    const kiln_planes *p = &j->p;
+    for (int64_t i = 0; i < p->oh; i++) {
+        float *d0 = dx + 2 * i * p->iw, *d1 = d0 + p->iw;
+        max_2x2_grad_row(x + 2 * i * p->iw, x + (2 * i + 1) * p->iw,
+                         dy + i * p->ow, d0, d1, p->ow);
+        for (int64_t c = 2 * p->ow; c < p->iw; c++)
+            d0[c] = d1[c] = 0.0f;
+    }
+    int64_t done = 2 * p->oh * p->iw;
+    memset(dx + done, 0, (size_t)(p->ih * p->iw - done) * sizeof *dx);
+}
+
+static void max_pool_grad_range(void *ctx, int64_t lo, int64_t hi)
+{
+    pool_job *j = ctx;
+    const kiln_planes *p = &j->p;
+    int64_t plane = p->ih * p->iw, oplane = p->oh * p->ow;
+    int fast = is_2x2(j->w, p);
+    float best;
+    for (int64_t k = lo; k < hi; k++) {
+        const float *x = j->x + k * plane, *dy = j->v + k * oplane;
+        float *dx = j->y + k * plane;
+        if (fast) {
+            max_2x2_grad_plane(j, x, dy, dx);
+            continue;
+        }
+        memset(dx, 0, (size_t)plane * sizeof *dx);
+        for (int64_t i = 0; i < p->oh; i++)
+            for (int64_t c = 0; c < p->ow; c++, dy++) {
+                int64_t a = kiln_window_argmax(j->w, x, p, i, c, &best);
+                if (a >= 0)
+                    dx[a] += *dy;
+            }
+    }
+}
+
+void kiln_fast_MAX_POOL2D_GRAD(const kiln_node *n, void *out, void *const *in)
+{
+    pool_job j = job_of(n, n->in[0]->shape, n->in[1]->shape, out, in);
+    int64_t cost = 2 * j.p.ih * j.p.iw + j.p.oh * j.p.ow;
+    kiln_par_for(j.p.n, cost, max_pool_grad_range, &j);
+}
+
+static void max_pool_gather_range(void *ctx, int64_t lo, int64_t hi)
+{
+    pool_job *j = ctx;
+    const kiln_planes *p = &j->p;
+    int64_t plane = p->ih * p->iw;
+    float best;
+    for (int64_t k = lo; k < hi; k++) {
+        const float *x = j->x + k * plane, *a = j->v + k * plane;
+        float *y = j->y + k * p->oh * p->ow;
+        for (int64_t i = 0; i < p->oh; i++)
+            for (int64_t c = 0; c < p->ow; c++) {
+                int64_t at = kiln_window_argmax(j->w, x, p, i, c, &best);
+                *y++ = at >= 0 ? a[at] : 0.0f;
+            }
+    }
+}
+
+void kiln_fast_MAX_POOL2D_GATHER(const kiln_node *n, void *out, void *const *in)
+{
+    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
+    int64_t cost = j.p.ih * j.p.iw + j.p.oh * j.p.ow;
+    kiln_par_for(j.p.n, cost, max_pool_gather_range, &j);
+}
+
+/* ------------------------------------------------------------ resample2d */
+
+enum { COLS = 128 };
+
+/* Output (i, cols) of plane x: each row tap's row, weighted, through the
+   column taps tw. */
+static void resample_row(const pool_job *j, const float *x, int64_t i,
+                         const kiln_taps *tw, int64_t cols, float *y)
+{
+    const kiln_planes *p = &j->p;
+    kiln_taps th = kiln_resample_taps(j->w, 0, p->ih, p->oh, i);
+    float acc[COLS] = {0};
+    for (int64_t a = 0; a < th.count; a++) {
+        const float *r = x + (th.start + a * th.step) * p->iw;
+        float wa = a ? th.w1 : th.w0;
+        for (int64_t c = 0; c < cols; c++) {
+            const kiln_taps *t = &tw[c];
+            float s = 0;
+            for (int64_t b = 0; b < t->count; b++)
+                s += (b ? t->w1 : t->w0) * r[t->start + b * t->step];
+            acc[c] += wa * s;
+        }
+    }
+    memcpy(y, acc, (size_t)cols * sizeof *y);
+}
+
+static void resample_range(void *ctx, int64_t lo, int64_t hi)
+{
+    pool_job *j = ctx;
+    const kiln_planes *p = &j->p;
+    kiln_taps tw[COLS];
+    for (int64_t c0 = 0; c0 < p->ow; c0 += COLS) {
+        int64_t cols = p->ow - c0 < COLS ? p->ow - c0 : COLS;
+        for (int64_t c = 0; c < cols; c++)
+            tw[c] = kiln_resample_taps(j->w, 1, p->iw, p->ow, c0 + c);
+        for (int64_t k = lo; k < hi; k++)
+            for (int64_t i = 0; i < p->oh; i++)
+                resample_row(j, j->x + k * p->ih * p->iw, i, tw, cols,
+                             j->y + (k * p->oh + i) * p->ow + c0);
+    }
+}
+
+void kiln_fast_RESAMPLE2D(const kiln_node *n, void *out, void *const *in)
+{
+    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
+    kiln_par_for(j.p.n, 4 * j.p.oh * j.p.ow, resample_range, &j);
+}
+
+/* The transpose, one plane at a time: dy rows spread over the taps. */
+static void resample_grad_range(void *ctx, int64_t lo, int64_t hi)
+{
+    pool_job *j = ctx;
+    const kiln_planes *p = &j->p;
+    kiln_taps tw[COLS];
+    for (int64_t k = lo; k < hi; k++)
+        memset(j->y + k * p->ih * p->iw, 0,
+               (size_t)(p->ih * p->iw) * sizeof(float));
+    for (int64_t c0 = 0; c0 < p->ow; c0 += COLS) {
+        int64_t cols = p->ow - c0 < COLS ? p->ow - c0 : COLS;
+        for (int64_t c = 0; c < cols; c++)
+            tw[c] = kiln_resample_taps(j->w, 1, p->iw, p->ow, c0 + c);
+        for (int64_t k = lo; k < hi; k++)
+            for (int64_t i = 0; i < p->oh; i++) {
+                kiln_taps th = kiln_resample_taps(j->w, 0, p->ih, p->oh, i);
+                const float *dy = j->x + (k * p->oh + i) * p->ow + c0;
+                for (int64_t a = 0; a < th.count; a++) {
+                    float *r =
+                        j->y + (k * p->ih + th.start + a * th.step) * p->iw;
+                    float wa = a ? th.w1 : th.w0;
+                    for (int64_t c = 0; c < cols; c++)
+                        for (int64_t b = 0; b < tw[c].count; b++)
+                            r[tw[c].start + b * tw[c].step] +=
+                                wa * (b ? tw[c].w1 : tw[c].w0) * dy[c];
+                }
+            }
+    }
+}
+
+void kiln_fast_RESAMPLE2D_GRAD(const kiln_node *n, void *out, void *const *in)
+{
+    pool_job j = job_of(n, n->shape, n->in[0]->shape, out, in);
+    kiln_par_for(j.p.n, 4 * j.p.oh * j.p.ow, resample_grad_range, &j);
+}
