@@ -391,14 +391,7 @@ static void fill_values(kiln_rng *r, const gcase *c, const kiln_shape *s,
 /* sum(y * R) for a random normal constant R of y's shape. */
 static kiln_node *rsum(kiln_graph *g, kiln_rng *r, kiln_node *y)
 {
-    kiln_shape s = kiln_node_shape(y);
-    int64_t n = kiln_shape_numel(s);
-    float *v = malloc((size_t)n * sizeof *v + 4);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)kiln_rng_normal(r);
-    kiln_node *c = kiln_constant(g, KILN_F32, s, v);
-    free(v);
+    kiln_node *c = th_normal_const(g, r, kiln_node_shape(y));
     return kiln_sum(g, kiln_mul(g, y, c), KILN_ALL_AXES, 0);
 }
 

@@ -37,6 +37,21 @@ static inline kiln_tensor *th_rand(kiln_rng *r, kiln_shape s, double lo,
     return t;
 }
 
+/* A constant of shape s with standard normal values from r (the weights
+   of a test loss sum(y * c), so each element counts differently). */
+static inline kiln_node *th_normal_const(kiln_graph *g, kiln_rng *r,
+                                         kiln_shape s)
+{
+    int64_t n = kiln_shape_numel(s);
+    float *v = malloc((size_t)n * sizeof *v + 4);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)kiln_rng_normal(r);
+    kiln_node *c = kiln_constant(g, KILN_F32, s, v);
+    free(v);
+    return c;
+}
+
 /* Asserts |got - want| <= atol + rtol |want| elementwise (NaN matches NaN,
    infinities must match exactly); names the first bad element. */
 static inline void th_assert_close(const char *what, const float *got,

@@ -10,7 +10,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 
-#include "test_helpers.h"
+#include "test_refs.h"
 
 #define RTOL 1e-5
 #define ATOL 1e-6
@@ -18,35 +18,11 @@
 
 /* ------------------------------------------------------------ ref files */
 
-typedef struct ref_tensor {
-    char name[16];
-    kiln_dtype dt;
-    kiln_shape shape;
-    double *v;
-} ref_tensor;
-
 typedef struct ref_case {
     int n_in;
     ref_tensor in[MAX_REF];
     ref_tensor out;
 } ref_case;
-
-static void read_tensor(FILE *f, const char *path, ref_tensor *t, char *kind)
-{
-    char dt[8];
-    if (fscanf(f, "%7s %15s %7s %d", kind, t->name, dt, &t->shape.ndim) != 4)
-        fail_msg("%s: bad tensor header", path);
-    assert_true(t->shape.ndim >= 0 && t->shape.ndim <= KILN_MAX_DIMS);
-    for (int i = 0; i < t->shape.ndim; i++)
-        assert_int_equal(fscanf(f, "%" SCNd64, &t->shape.d[i]), 1);
-    t->dt = strcmp(dt, "i32") == 0 ? KILN_I32 : KILN_F32;
-    int64_t n = kiln_shape_numel(t->shape);
-    t->v = malloc(((size_t)n + 1) * sizeof *t->v);
-    assert_non_null(t->v);
-    for (int64_t i = 0; i < n; i++)
-        if (fscanf(f, "%lf", &t->v[i]) != 1)
-            fail_msg("%s: %s: value %lld missing", path, t->name, (long long)i);
-}
 
 static void ref_load(const char *name, ref_case *rc)
 {
@@ -57,8 +33,9 @@ static void ref_load(const char *name, ref_case *rc)
         fail_msg("cannot open %s (run tests/ref/make_op_refs.py)", path);
     memset(rc, 0, sizeof *rc);
     for (;;) {
-        ref_tensor t = {0};
-        read_tensor(f, path, &t, kind);
+        ref_tensor t;
+        if (!ref_read_tensor(f, path, &t, kind))
+            fail_msg("%s: bad tensor header", path);
         if (strcmp(kind, "out") == 0) {
             rc->out = t;
             break;
@@ -74,19 +51,6 @@ static void ref_free(ref_case *rc)
     for (int i = 0; i < rc->n_in; i++)
         free(rc->in[i].v);
     free(rc->out.v);
-}
-
-static kiln_tensor *ref_tensor_new(const ref_tensor *r)
-{
-    kiln_tensor *t = kiln_tensor_new(r->dt, r->shape);
-    assert_non_null(t);
-    for (int64_t i = 0; i < kiln_tensor_numel(t); i++) {
-        if (r->dt == KILN_I32)
-            kiln_tensor_i32(t)[i] = (int32_t)r->v[i];
-        else
-            kiln_tensor_f32(t)[i] = (float)r->v[i];
-    }
-    return t;
 }
 
 static void check_output(const char *what, const ref_case *rc,

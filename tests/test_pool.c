@@ -9,9 +9,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
-#include <inttypes.h>
 
-#include "test_helpers.h"
+#include "test_refs.h"
 
 #include "graph/graph.h"
 
@@ -20,37 +19,12 @@
 
 /* ------------------------------------------------------------ ref files */
 
-typedef struct ref_tensor {
-    char name[16];
-    kiln_shape shape;
-    double *v;
-} ref_tensor;
-
 typedef struct pool_case {
     char op[32];
     double prm[12];
     int n_in, n_out;
     ref_tensor in[3], out[3];
 } pool_case;
-
-/* Reads the next "kind name f32 ndim dims / values" tensor; 0 at EOF. */
-static int read_tensor(FILE *f, const char *path, ref_tensor *t, char *kind)
-{
-    char dt[8];
-    memset(t, 0, sizeof *t);
-    if (fscanf(f, "%7s %15s %7s %d", kind, t->name, dt, &t->shape.ndim) != 4)
-        return 0;
-    assert_true(t->shape.ndim >= 0 && t->shape.ndim <= KILN_MAX_DIMS);
-    for (int i = 0; i < t->shape.ndim; i++)
-        assert_int_equal(fscanf(f, "%" SCNd64, &t->shape.d[i]), 1);
-    int64_t n = kiln_shape_numel(t->shape);
-    t->v = malloc(((size_t)n + 1) * sizeof *t->v);
-    assert_non_null(t->v);
-    for (int64_t i = 0; i < n; i++)
-        if (fscanf(f, "%lf", &t->v[i]) != 1)
-            fail_msg("%s: %s: value %lld missing", path, t->name, (long long)i);
-    return 1;
-}
 
 static void case_load(const char *name, pool_case *c)
 {
@@ -70,7 +44,7 @@ static void case_load(const char *name, pool_case *c)
         c->n_out++;
     c->n_out = 0;
     ref_tensor t;
-    while (read_tensor(f, path, &t, kind)) {
+    while (ref_read_tensor(f, path, &t, kind)) {
         if (!strcmp(kind, "in"))
             c->in[c->n_in++] = t;
         else
@@ -85,15 +59,6 @@ static void case_free(pool_case *c)
         free(c->in[i].v);
     for (int i = 0; i < c->n_out; i++)
         free(c->out[i].v);
-}
-
-static kiln_tensor *tensor_of(const ref_tensor *r)
-{
-    kiln_tensor *t = kiln_tensor_new(KILN_F32, r->shape);
-    assert_non_null(t);
-    for (int64_t i = 0; i < kiln_tensor_numel(t); i++)
-        kiln_tensor_f32(t)[i] = (float)r->v[i];
-    return t;
 }
 
 /* ------------------------------------------------------------ builders */
@@ -176,7 +141,7 @@ static void run_case(const char *name, const pool_case *c, int reference,
     kiln_tensor *feeds[3], *got[3] = {0};
     int n = build_case(g, c, in, out);
     for (int i = 0; i < c->n_in; i++)
-        feeds[i] = tensor_of(&c->in[i]);
+        feeds[i] = ref_tensor_new(&c->in[i]);
     if (dynamic) {
         for (int i = 0; i < c->n_in; i++)
             assert_int_equal(kiln_feed(s, in[i], feeds[i]), KILN_OK);
@@ -255,21 +220,6 @@ static kiln_node *config_op(kiln_graph *g, kiln_node *x, int k)
 }
 enum { N_CONFIGS = 12 };
 
-/* A constant of y's shape with normal values, so the loss sum(y * r)
-   weighs every output differently. */
-static kiln_node *weights_like(kiln_graph *g, kiln_rng *r, kiln_node *y)
-{
-    kiln_shape s = kiln_node_shape(y);
-    int64_t n = kiln_shape_numel(s);
-    float *v = malloc((size_t)n * sizeof *v + 4);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)kiln_rng_normal(r);
-    kiln_node *c = kiln_constant(g, KILN_F32, s, v);
-    free(v);
-    return c;
-}
-
 static void gradcheck_config(int k, uint64_t seed)
 {
     kiln_rng r;
@@ -280,7 +230,8 @@ static void gradcheck_config(int k, uint64_t seed)
     kiln_node *x = kiln_input(g, "x", KILN_F32, sh);
     kiln_node *y = config_op(g, x, k);
     kiln_node *loss =
-        kiln_sum(g, kiln_mul(g, y, weights_like(g, &r, y)), KILN_ALL_AXES, 0);
+        kiln_sum(g, kiln_mul(g, y, th_normal_const(g, &r, kiln_node_shape(y))),
+                 KILN_ALL_AXES, 0);
     th_assert_graph_ok(g);
     kiln_tensor *xt = th_rand(&r, sh, -2, 2); /* distinct: no ties */
     kiln_gradcheck_result res;
@@ -307,8 +258,9 @@ static void gradcheck_backward(int k, uint64_t seed)
     kiln_node *y = config_op(g, x, k), *dx;
     kiln_node *dy = kiln_input(g, "dy", KILN_F32, kiln_node_shape(y));
     assert_int_equal(kiln_grads(g, y, dy, &x, 1, &dx), KILN_OK);
-    kiln_node *loss =
-        kiln_sum(g, kiln_mul(g, dx, weights_like(g, &r, dx)), KILN_ALL_AXES, 0);
+    kiln_node *loss = kiln_sum(
+        g, kiln_mul(g, dx, th_normal_const(g, &r, kiln_node_shape(dx))),
+        KILN_ALL_AXES, 0);
     th_assert_graph_ok(g);
     kiln_node *feed[2] = {x, dy};
     kiln_tensor *ft[2] = {th_rand(&r, sh, -2, 2),

@@ -4,15 +4,37 @@
 
 #include "cpu/pool_kernels.h"
 
-void kiln_ref_max_pool2d(const kiln_node *n, void *o, void *const *in)
+/* One output (i, j) of plane x (a: the plane of a second input). */
+typedef float (*output_fn)(const kiln_node *n, const kiln_planes *p,
+                           const float *x, const float *a, int64_t i,
+                           int64_t j);
+
+/* Every output of every plane, in order, from in[0] (and in[1], of in[0]'s
+   size, when n has two inputs). */
+static void each_output(const kiln_node *n, kiln_planes p, void *const *in,
+                        float *y, output_fn one)
 {
-    kiln_planes p = kiln_planes_of(n->in[0]->shape, n->shape);
-    const float *x = in[0];
-    float *y = o;
-    for (int64_t k = 0; k < p.n; k++, x += p.ih * p.iw)
+    const float *x = in[0], *a = n->n_in > 1 ? in[1] : NULL;
+    int64_t plane = p.ih * p.iw;
+    for (int64_t k = 0; k < p.n; k++)
         for (int64_t i = 0; i < p.oh; i++)
             for (int64_t j = 0; j < p.ow; j++)
-                kiln_window_argmax(&n->at.win, x, &p, i, j, y++);
+                *y++ =
+                    one(n, &p, x + k * plane, a ? a + k * plane : NULL, i, j);
+}
+
+static float max_one(const kiln_node *n, const kiln_planes *p, const float *x,
+                     const float *a, int64_t i, int64_t j)
+{
+    float best;
+    (void)a;
+    kiln_window_argmax(&n->at.win, x, p, i, j, &best);
+    return best;
+}
+
+void kiln_ref_max_pool2d(const kiln_node *n, void *o, void *const *in)
+{
+    each_output(n, kiln_planes_of(n->in[0]->shape, n->shape), in, o, max_one);
 }
 
 /* dx = 0, then each dy added at its window's argmax. */
@@ -32,17 +54,18 @@ void kiln_ref_max_pool2d_grad(const kiln_node *n, void *o, void *const *in)
 }
 
 /* Each output reads a at its window's argmax in x. */
+static float gather_one(const kiln_node *n, const kiln_planes *p,
+                        const float *x, const float *a, int64_t i, int64_t j)
+{
+    float best;
+    int64_t at = kiln_window_argmax(&n->at.win, x, p, i, j, &best);
+    return at >= 0 ? a[at] : 0.0f;
+}
+
 void kiln_ref_max_pool2d_gather(const kiln_node *n, void *o, void *const *in)
 {
-    kiln_planes p = kiln_planes_of(n->in[0]->shape, n->shape);
-    const float *x = in[0], *a = in[1];
-    float *y = o, best;
-    for (int64_t k = 0; k < p.n; k++, x += p.ih * p.iw, a += p.ih * p.iw)
-        for (int64_t i = 0; i < p.oh; i++)
-            for (int64_t j = 0; j < p.ow; j++) {
-                int64_t at = kiln_window_argmax(&n->at.win, x, &p, i, j, &best);
-                *y++ = at >= 0 ? a[at] : 0.0f;
-            }
+    each_output(n, kiln_planes_of(n->in[0]->shape, n->shape), in, o,
+                gather_one);
 }
 
 static float tap_weight(const kiln_taps *t, int64_t k)
@@ -51,9 +74,12 @@ static float tap_weight(const kiln_taps *t, int64_t k)
 }
 
 /* One output of resample2d: its taps along H and W over plane x. */
-static float resample_one(const kiln_window *w, const kiln_planes *p,
-                          const float *x, int64_t i, int64_t j)
+static float resample_one(const kiln_node *n, const kiln_planes *p,
+                          const float *x, const float *unused, int64_t i,
+                          int64_t j)
 {
+    const kiln_window *w = &n->at.win;
+    (void)unused;
     kiln_taps th = kiln_resample_taps(w, 0, p->ih, p->oh, i);
     kiln_taps tw = kiln_resample_taps(w, 1, p->iw, p->ow, j);
     double acc = 0;
@@ -66,13 +92,8 @@ static float resample_one(const kiln_window *w, const kiln_planes *p,
 
 void kiln_ref_resample2d(const kiln_node *n, void *o, void *const *in)
 {
-    kiln_planes p = kiln_planes_of(n->in[0]->shape, n->shape);
-    const float *x = in[0];
-    float *y = o;
-    for (int64_t k = 0; k < p.n; k++, x += p.ih * p.iw)
-        for (int64_t i = 0; i < p.oh; i++)
-            for (int64_t j = 0; j < p.ow; j++)
-                *y++ = resample_one(&n->at.win, &p, x, i, j);
+    each_output(n, kiln_planes_of(n->in[0]->shape, n->shape), in, o,
+                resample_one);
 }
 
 /* The transpose: each dy spread over its output's taps (in float, as

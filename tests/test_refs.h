@@ -1,0 +1,54 @@
+/* Reading the PyTorch reference files of tests/ref: tensors written as
+   "<kind> <name> <f32|i32> <ndim> <dims...>" and their values (the format
+   tests/ref/make_op_refs.py describes). */
+#ifndef KILN_TEST_REFS_H
+#define KILN_TEST_REFS_H
+
+#include <inttypes.h>
+
+#include "test_helpers.h"
+
+typedef struct ref_tensor {
+    char name[16];
+    kiln_dtype dt;
+    kiln_shape shape;
+    double *v;
+} ref_tensor;
+
+/* Reads the next tensor of f (the file path) into t and its kind ("in",
+   "out") into kind[8]; 0 at the end of the file. */
+static inline int ref_read_tensor(FILE *f, const char *path, ref_tensor *t,
+                                  char *kind)
+{
+    char dt[8];
+    memset(t, 0, sizeof *t);
+    if (fscanf(f, "%7s %15s %7s %d", kind, t->name, dt, &t->shape.ndim) != 4)
+        return 0;
+    assert_true(t->shape.ndim >= 0 && t->shape.ndim <= KILN_MAX_DIMS);
+    for (int i = 0; i < t->shape.ndim; i++)
+        assert_int_equal(fscanf(f, "%" SCNd64, &t->shape.d[i]), 1);
+    t->dt = strcmp(dt, "i32") == 0 ? KILN_I32 : KILN_F32;
+    int64_t n = kiln_shape_numel(t->shape);
+    t->v = malloc(((size_t)n + 1) * sizeof *t->v);
+    assert_non_null(t->v);
+    for (int64_t i = 0; i < n; i++)
+        if (fscanf(f, "%lf", &t->v[i]) != 1)
+            fail_msg("%s: %s: value %lld missing", path, t->name, (long long)i);
+    return 1;
+}
+
+/* A new tensor holding r's values. */
+static inline kiln_tensor *ref_tensor_new(const ref_tensor *r)
+{
+    kiln_tensor *t = kiln_tensor_new(r->dt, r->shape);
+    assert_non_null(t);
+    for (int64_t i = 0; i < kiln_tensor_numel(t); i++) {
+        if (r->dt == KILN_I32)
+            kiln_tensor_i32(t)[i] = (int32_t)r->v[i];
+        else
+            kiln_tensor_f32(t)[i] = (float)r->v[i];
+    }
+    return t;
+}
+
+#endif
