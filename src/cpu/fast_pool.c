@@ -2,6 +2,7 @@
    pooling with a vectorised path for 2x2 windows of stride 2 (the common
    CNN case) and the reference's scan for other windows; resample2d with
    each chunk of columns' taps computed once for all the rows of a share. */
+#include <math.h>
 #include <string.h>
 
 #include "cpu/fast.h"
@@ -33,19 +34,95 @@ static int is_2x2(const kiln_window *w, const kiln_planes *p)
     return 2 * p->oh <= p->ih && 2 * p->ow <= p->iw;
 }
 
+/* Four outputs at a time in vector registers, branch-free (the argmax of
+   random data defeats branch prediction); rows of at least four outputs
+   end with a chunk overlapping the one before, which writes the same
+   values again. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f load4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store4(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
 /* b replaces the maximum m so far when greater or NaN (the scan's rule). */
-#define WINS(b, m) (((b) > (m)) | ((b) != (b)))
+static inline v4i wins(v4f b, v4f m)
+{
+    return (b > m) | (b != b);
+}
+
+static inline v4f pick(v4i c, v4f a, v4f b)
+{
+    return (v4f)(((v4i)a & c) | ((v4i)b & ~c));
+}
+
+/* The four elements of windows j..j+3 (rows r0, r1), and masks of which
+   one is each window's argmax, in scan order a, b, c, d. */
+typedef struct quad {
+    v4f m;
+    v4i is_a, is_b, is_c, is_d;
+} quad;
+
+static inline quad window4(const float *r0, const float *r1, int64_t j)
+{
+    v4f x0 = load4(r0 + 2 * j), x1 = load4(r0 + 2 * j + 4);
+    v4f y0 = load4(r1 + 2 * j), y1 = load4(r1 + 2 * j + 4);
+    v4f a = __builtin_shufflevector(x0, x1, 0, 2, 4, 6);
+    v4f b = __builtin_shufflevector(x0, x1, 1, 3, 5, 7);
+    v4f c = __builtin_shufflevector(y0, y1, 0, 2, 4, 6);
+    v4f d = __builtin_shufflevector(y0, y1, 1, 3, 5, 7);
+    quad q;
+    v4i wb = wins(b, a);
+    q.m = pick(wb, b, a);
+    v4i wc = wins(c, q.m);
+    q.m = pick(wc, c, q.m);
+    q.is_d = wins(d, q.m);
+    q.m = pick(q.is_d, d, q.m);
+    q.is_c = wc & ~q.is_d;
+    q.is_b = wb & ~wc & ~q.is_d;
+    q.is_a = ~wb & ~wc & ~q.is_d;
+    return q;
+}
+
+/* The chunk after the one at j in a row of ow >= 4 outputs: 0, 4, ...,
+   the last at ow - 4. */
+static inline int64_t next_chunk(int64_t j, int64_t ow)
+{
+    return j + 8 <= ow ? j + 4 : ow - 4;
+}
+
+/* One window at a time, for rows of fewer than four outputs. */
+static int64_t argmax4(const float *r0, const float *r1, int64_t j, float *m)
+{
+    float v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+    int64_t at = 0;
+    for (int k = 1; k < 4; k++)
+        if (v[k] > v[at] || isnan(v[k]))
+            at = k;
+    *m = v[at];
+    return at;
+}
 
 KILN_CLONES static void max_2x2_row(const float *r0, const float *r1, float *y,
                                     int64_t ow)
 {
-    _Pragma("omp simd") for (int64_t j = 0; j < ow; j++)
-    {
-        float m = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j],
-              d = r1[2 * j + 1];
-        m = WINS(b, m) ? b : m;
-        m = WINS(c, m) ? c : m;
-        y[j] = WINS(d, m) ? d : m;
+    if (ow < 4) {
+        for (int64_t j = 0; j < ow; j++)
+            argmax4(r0, r1, j, &y[j]);
+        return;
+    }
+    for (int64_t j = 0;; j = next_chunk(j, ow)) {
+        store4(y + j, window4(r0, r1, j).m);
+        if (j + 4 == ow)
+            break;
     }
 }
 
@@ -54,20 +131,28 @@ KILN_CLONES static void max_2x2_grad_row(const float *r0, const float *r1,
                                          const float *dy, float *d0, float *d1,
                                          int64_t ow)
 {
-    _Pragma("omp simd") for (int64_t j = 0; j < ow; j++)
-    {
-        float m = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j],
-              d = r1[2 * j + 1], g = dy[j];
-        int at = 0;
-        at = WINS(b, m) ? 1 : at;
-        m = WINS(b, m) ? b : m;
-        at = WINS(c, m) ? 2 : at;
-        m = WINS(c, m) ? c : m;
-        at = WINS(d, m) ? 3 : at;
-        d0[2 * j] = at == 0 ? g : 0.0f;
-        d0[2 * j + 1] = at == 1 ? g : 0.0f;
-        d1[2 * j] = at == 2 ? g : 0.0f;
-        d1[2 * j + 1] = at == 3 ? g : 0.0f;
+    float m;
+    if (ow < 4) {
+        for (int64_t j = 0; j < ow; j++) {
+            int64_t at = argmax4(r0, r1, j, &m);
+            d0[2 * j] = at == 0 ? dy[j] : 0.0f;
+            d0[2 * j + 1] = at == 1 ? dy[j] : 0.0f;
+            d1[2 * j] = at == 2 ? dy[j] : 0.0f;
+            d1[2 * j + 1] = at == 3 ? dy[j] : 0.0f;
+        }
+        return;
+    }
+    for (int64_t j = 0;; j = next_chunk(j, ow)) {
+        quad q = window4(r0, r1, j);
+        v4i g = (v4i)load4(dy + j);
+        v4f ga = (v4f)(g & q.is_a), gb = (v4f)(g & q.is_b);
+        v4f gc = (v4f)(g & q.is_c), gd = (v4f)(g & q.is_d);
+        store4(d0 + 2 * j, __builtin_shufflevector(ga, gb, 0, 4, 1, 5));
+        store4(d0 + 2 * j + 4, __builtin_shufflevector(ga, gb, 2, 6, 3, 7));
+        store4(d1 + 2 * j, __builtin_shufflevector(gc, gd, 0, 4, 1, 5));
+        store4(d1 + 2 * j + 4, __builtin_shufflevector(gc, gd, 2, 6, 3, 7));
+        if (j + 4 == ow)
+            break;
     }
 }
 
