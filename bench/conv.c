@@ -8,54 +8,18 @@
  *
  * Prints per kernel "KERNEL <fwd|dx|dw> <ms> ms <GFLOP/s> GFLOP/s <share>%
  * of peak" (peak: 115 GFLOP/s of FMA per core times THREADS), timed over
- * KILN_BENCH_SECONDS (default 1) split between the three, medians of REPS
+ * KILN_BENCH_SECONDS (default 1) split between the three, medians of five
  * runs.  Built by bench/CMakeLists.txt as <build>/bench/conv.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "graph/conv.h"
 #include "kiln.h"
+#include "timing.h"
 
-enum { REPS = 5 };
 #define PEAK_PER_CORE 115.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median seconds per run of f over REPS timings of budget / REPS each. */
-static double time_fn(kiln_function *f, kiln_tensor **in, kiln_tensor *out,
-                      double budget)
-{
-    double t[REPS];
-    kiln_run(f, in, &out); /* warm: workers, caches */
-    for (int r = 0; r < REPS; r++) {
-        int runs = 0;
-        double t0 = now_s(), el;
-        do {
-            if (kiln_run(f, in, &out) != KILN_OK) {
-                fprintf(stderr, "conv: run failed\n");
-                exit(1);
-            }
-            runs++;
-        } while ((el = now_s() - t0) < budget / REPS);
-        t[r] = el / runs;
-    }
-    qsort(t, REPS, sizeof *t, by_value);
-    return t[REPS / 2];
-}
 
 typedef struct conv_case {
     const char *name;
@@ -87,7 +51,7 @@ static void bench_kernel(kiln_session *s, kiln_graph *g, kiln_node *y,
         for (int64_t e = 0; e < kiln_tensor_numel(in[i]); e++)
             p[e] = (float)kiln_rng_uniform(&r) - 0.5f;
     }
-    double t = time_fn(f, in, out, budget);
+    double t = bench_time_fn(f, in, &out, budget);
     double gf = flops / t * 1e-9;
     printf("KERNEL %s %.3f ms %.1f GFLOP/s %.0f%% of peak\n", what, t * 1e3,
            gf, 100.0 * gf / (PEAK_PER_CORE * threads));
