@@ -1,4 +1,5 @@
-/* The kiln command: train, evaluate and inspect MLPs on MNIST-format data.
+/* The kiln command: train, evaluate and inspect MLPs and CNNs on
+   MNIST-format data.
  *
  *   kiln train --dataset mnist|fashion-mnist [options]
  *   kiln eval --model model.npz [--dataset ...] [--data DIR]
@@ -22,8 +23,8 @@ static int usage_to(FILE *out, int status)
     fprintf(
         out,
         "usage: kiln train --dataset mnist|fashion-mnist [--data DIR]\n"
-        "                  [--hidden 600[,N...]] [--activation "
-        "relu|gelu|tanh]\n"
+        "                  [--model mlp|cnn] [--hidden 600[,N...]]\n"
+        "                  [--activation relu|gelu|tanh]\n"
         "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr "
         "X]\n"
         "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
@@ -113,6 +114,7 @@ static int one_of(const char *flag, const char *v, const char *const *names,
 }
 
 static const char *const DATASETS[] = {"mnist", "fashion-mnist"};
+static const char *const MODELS[] = {"mlp", "cnn"};
 static const char *const ACTIVATIONS[] = {"relu", "gelu", "tanh"};
 static const char *const OPTIMIZERS[] = {"sgd", "momentum", "adam", "adamw",
                                          "adagrad"};
@@ -139,12 +141,14 @@ static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
             r = one_of(a, v, DATASETS, 2, &c->dataset);
         else if (!strcmp(a, "--data"))
             r = (c->data_dir = v, 0);
-        else if (!strcmp(a, "--model") && !is_train)
+        else if (!strcmp(a, "--model") && is_train)
+            r = one_of(a, v, MODELS, 2, &c->arch);
+        else if (!strcmp(a, "--model"))
             r = (c->model = v, 0);
         else if (!is_train)
             r = kiln_tool_fail("eval: unknown option '%s'", a);
         else if (!strcmp(a, "--hidden"))
-            r = parse_hidden(v, c);
+            r = parse_hidden(v, c), c->hidden_given = 1;
         else if (!strcmp(a, "--activation"))
             r = one_of(a, v, ACTIVATIONS, 3, &c->activation);
         else if (!strcmp(a, "--optimizer"))
@@ -170,6 +174,9 @@ static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
         if (r)
             return 1;
     }
+    if (c->arch == 1 && c->hidden_given && c->n_hidden != 1)
+        return kiln_tool_fail("--hidden: the cnn has one dense hidden layer "
+                              "(give one width, e.g. --hidden 512)");
     if (!c->data_dir)
         c->data_dir = c->dataset == 0 ? "data/mnist" : "data/fashion-mnist";
     return 0;

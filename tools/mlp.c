@@ -32,24 +32,20 @@ typedef struct model {
     kiln_node *x, *y, *logits, *loss;
 } model;
 
-static kiln_node *activate(kiln_graph *g, kiln_node *h, int act)
+kiln_node *mlp_activate(kiln_graph *g, kiln_node *h, int act)
 {
     return act == 0   ? kiln_relu(g, h)
            : act == 1 ? kiln_gelu(g, h)
                       : kiln_tanh(g, h);
 }
 
-/* X [batch, in] -> hidden layers -> logits [batch, 10]; variables fcK.W and
-   fcK.b, shared by every graph built on the same session.  The batch is
-   symbolic: functions compiled from the graph run at any batch size. */
-static model build(kiln_graph *g, const mlp_config *c, int batch,
-                   int64_t in_dim)
+/* X [batch, rows * cols] -> hidden layers -> logits [batch, 10];
+   variables fcK.W and fcK.b, shared by every graph built on the same
+   session. */
+static kiln_node *mlp_logits(kiln_graph *g, const mlp_config *c, kiln_node *x,
+                             int64_t in_dim)
 {
-    model m;
-    m.x = kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(batch, in_dim),
-                         KILN_AXIS(0));
-    m.y = kiln_input_sym(g, "Y", KILN_I32, KILN_SHAPE(batch), KILN_AXIS(0));
-    kiln_node *h = m.x;
+    kiln_node *h = x;
     int64_t width = in_dim;
     for (int i = 0; i <= c->n_hidden; i++) {
         int64_t out = i < c->n_hidden ? c->hidden[i] : N_CLASSES;
@@ -64,10 +60,24 @@ static model build(kiln_graph *g, const mlp_config *c, int batch,
             kiln_variable(g, bn, KILN_F32, KILN_SHAPE(out), kiln_init_zeros());
         h = kiln_affine(g, h, w, b);
         if (i < c->n_hidden)
-            h = activate(g, h, c->activation);
+            h = mlp_activate(g, h, c->activation);
         width = out;
     }
-    m.logits = h;
+    return h;
+}
+
+/* The model c names on images of rows x cols.  The batch is symbolic:
+   functions compiled from the graph run at any batch size. */
+static model build(kiln_graph *g, const mlp_config *c, int batch, int64_t rows,
+                   int64_t cols)
+{
+    model m;
+    m.x = kiln_input_sym(g, "X", KILN_F32, KILN_SHAPE(batch, rows * cols),
+                         KILN_AXIS(0));
+    m.y = kiln_input_sym(g, "Y", KILN_I32, KILN_SHAPE(batch), KILN_AXIS(0));
+    m.logits = c->arch == 1 ? cnn_logits(g, m.x, rows, cols, c->hidden[0],
+                                         N_CLASSES, mlp_activate, c->activation)
+                            : mlp_logits(g, c, m.x, rows * cols);
     m.loss = kiln_softmax_cross_entropy(g, m.logits, m.y);
     return m;
 }
@@ -330,12 +340,19 @@ int mlp_train(const mlp_config *c)
     }
     kiln_set_num_threads(c->threads);
     int64_t in_dim = train.rows * train.cols;
+    mlp_config cnn;
+    if (c->arch == 1) { /* one dense hidden layer, 512 wide by default */
+        cnn = *c;
+        cnn.hidden[0] = c->hidden_given ? c->hidden[0] : 512;
+        cnn.n_hidden = 1;
+        c = &cnn;
+    }
     trainer t = {0};
     kiln_session_options so = {.seed = (uint64_t)c->seed,
                                .threads = c->threads};
     t.s = kiln_session_new(&so);
     t.g = kiln_graph_new();
-    model m = build(t.g, c, c->batch, in_dim);
+    model m = build(t.g, c, c->batch, train.rows, train.cols);
     int rc = 1;
     epoch_row *rows = calloc((size_t)c->epochs, sizeof *rows);
     int64_t per_epoch = train.count / c->batch;
@@ -431,12 +448,16 @@ static int read_architecture(const char *path, mlp_config *c, int64_t *in_dim)
     const int32_t *code =
         act && kiln_tensor_numel(act) == 1 ? kiln_tensor_i32(act) : NULL;
     c->activation = code ? code[0] : act ? -1 : 0;
+    /* a CNN's first dense layer reads the pooled features, not the image */
+    c->arch = kiln_tensor_list_find(l, "conv0.W") != NULL;
     kiln_tensor_list_free(l);
     if (rc)
         return rc;
-    if (layers < 1 || c->hidden[layers - 1] != N_CLASSES)
-        return kiln_tool_fail(
-            "%s: not a kiln MLP model (no fc0.W ... with 10 outputs)", path);
+    if (layers < 1 || c->hidden[layers - 1] != N_CLASSES ||
+        (c->arch == 1 && layers != 2))
+        return kiln_tool_fail("%s: not a kiln MLP or CNN model (no fc0.W ... "
+                              "with 10 outputs)",
+                              path);
     if (c->activation < 0 || c->activation > 2)
         return kiln_tool_fail("%s: bad %s (0 relu, 1 gelu, 2 tanh)", path,
                               ACT_KEY);
@@ -459,14 +480,15 @@ int mlp_eval(const mlp_config *c0)
     kiln_session *s = kiln_session_new(NULL);
     evaluator e = {0};
     double loss, acc;
-    if (test.rows * test.cols != in_dim) {
+    if (c.arch == 0 && test.rows * test.cols != in_dim) {
         kiln_tool_fail("%s expects %lld inputs, the data has %lld", c.model,
                        (long long)in_dim, (long long)(test.rows * test.cols));
     } else if (kiln_session_load(s, c.model) != KILN_OK) {
         kiln_tool_fail("%s", kiln_session_error(s));
     } else if ((e.own = kiln_graph_new()) &&
-               !evaluator_init(&e, s, e.own,
-                               build(e.own, &c, EVAL_BATCH, in_dim)) &&
+               !evaluator_init(
+                   &e, s, e.own,
+                   build(e.own, &c, EVAL_BATCH, test.rows, test.cols)) &&
                !evaluate(&e, &test, &loss, &acc)) {
         printf("test loss: %.4f\ntest accuracy: %.4f\n", loss, acc);
         rc = 0;

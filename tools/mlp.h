@@ -3,12 +3,15 @@
 #define KILN_TOOLS_MLP_H
 
 #include "kiln.h"
+#include "cnn.h"
 #include "tool.h"
 
 #define MLP_MAX_LAYERS 16
 
 typedef struct mlp_config {
-    int dataset; /* 0 mnist, 1 fashion-mnist */
+    int dataset;      /* 0 mnist, 1 fashion-mnist */
+    int arch;         /* 0 mlp, 1 cnn (tools/cnn.h) */
+    int hidden_given; /* --hidden was passed (the CNN's default is 512) */
     const char *data_dir, *model, *save, *log, *plot;
     int hidden[MLP_MAX_LAYERS], n_hidden;
     int activation; /* 0 relu, 1 gelu, 2 tanh */
@@ -18,6 +21,8 @@ typedef struct mlp_config {
 } mlp_config;
 
 mlp_config mlp_defaults(void);
+/* relu (act 0), gelu (1) or tanh (2) of h. */
+kiln_node *mlp_activate(kiln_graph *g, kiln_node *h, int act);
 int mlp_train(const mlp_config *c);
 int mlp_eval(const mlp_config *c);
 

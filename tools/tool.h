@@ -2,7 +2,8 @@
 #ifndef KILN_TOOLS_TOOL_H
 #define KILN_TOOLS_TOOL_H
 
-/* Prints "kiln: <message>" to stderr and returns 1 (the command's failure status). */
+/* Prints "kiln: <message>" to stderr and returns 1 (the command's failure
+ * status). */
 int kiln_tool_fail(const char *fmt, ...);
 
 #endif
