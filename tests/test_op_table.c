@@ -48,6 +48,17 @@ static int build_all(kiln_graph *g, kiln_node **out)
         kiln_avg_pool2d(g, img, (int[]){3, 3}, NULL, (int[]){1, 1}, 0, 1);
     out[n++] = kiln_upsample2d(g, img, (int64_t[]){7, 3}, NULL,
                                KILN_UPSAMPLE_BILINEAR, 1);
+    kiln_node *rs[2] = {
+        kiln_node_set_trainable(
+            kiln_variable(g, "rm", KILN_F32, KILN_SHAPE(3), kiln_init_zeros()),
+            0),
+        kiln_node_set_trainable(
+            kiln_variable(g, "rv", KILN_F32, KILN_SHAPE(3), kiln_init_ones()),
+            0)};
+    out[n++] = kiln_batch_norm(g, a, NULL, NULL, rs[0], rs[1], 0.1f, 1e-5f);
+    out[n++] = kiln_group_norm(g, kiln_reshape(g, b, KILN_SHAPE(2, 3, 2)), 3,
+                               NULL, NULL, 1e-5f);
+    out[n++] = kiln_dropout(g, a, 0.5f);
     return n;
 }
 
@@ -188,6 +199,12 @@ static const struct {
     {KILN_OP_MAX_POOL2D_GATHER, "max_pool2d", "max_pool2d"},
     {KILN_OP_RESAMPLE2D, "avg_pool2d", "avg_pool2d"},
     {KILN_OP_RESAMPLE2D_GRAD, "avg_pool2d", "avg_pool2d"},
+    /* batch norm's ops, checked with it (test_norm: first and second
+       order, tests/ref/norm) */
+    {KILN_OP_NORM_STATS, "bn", "batch_norm"},
+    {KILN_OP_NORM, "bn", "batch_norm"},
+    {KILN_OP_NORM_GRAD, "bn", "batch_norm"},
+    {KILN_OP_NORM_PARAM_GRAD, "bn", "batch_norm"},
 };
 
 static const char *alias(kiln_op op, int builder)
@@ -232,7 +249,7 @@ static int has_ref_case_in(const char *dir, const char *prefix)
 
 static int has_ref_case(const char *prefix)
 {
-    static const char *const dirs[] = {"ops", "conv", "pool"};
+    static const char *const dirs[] = {"ops", "conv", "pool", "norm"};
     char dir[512];
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(dir, sizeof dir, "%s/%s", KILN_TEST_REF_DIR, dirs[i]);
@@ -273,6 +290,8 @@ static void test_every_op_is_complete(void **state)
     char *kern = read_text(KILN_SOURCE_DIR "/tests/test_kernels.c");
     char *conv = read_text(KILN_SOURCE_DIR "/tests/test_conv.c");
     char *pool = read_text(KILN_SOURCE_DIR "/tests/test_pool.c");
+    char *norm = read_text(KILN_SOURCE_DIR "/tests/test_norm.c");
+    char *drop = read_text(KILN_SOURCE_DIR "/tests/test_dropout.c");
     for (int op = 0; op < KILN_OP_COUNT; op++) {
         const kiln_op_info *o = &kiln_op_table[op];
         int internal = o->grad == KILN_GRAD_INTERNAL;
@@ -291,7 +310,8 @@ static void test_every_op_is_complete(void **state)
         if (o->grad == KILN_GRAD_RULE && o->kind != KILN_KIND_UNARY &&
             o->kind != KILN_KIND_BINARY && !strstr(grad, call) &&
             !strstr(kern, call) && !strstr(conv, call) &&
-            !strstr(pool, call))
+            !strstr(pool, call) && !strstr(norm, call) &&
+            !strstr(drop, call))
             fail_msg("%s: no gradient check", o->name);
     }
     free(doc);
@@ -299,6 +319,8 @@ static void test_every_op_is_complete(void **state)
     free(kern);
     free(conv);
     free(pool);
+    free(norm);
+    free(drop);
 }
 
 /* The walk above fails on an op that lacks what it checks. */

@@ -65,6 +65,25 @@ kiln_status kiln_session_set_reference_kernels(kiln_session *s, int on);
 kiln_status kiln_session_set_flush_denormals(kiln_session *s, int on);
 kiln_status kiln_session_set_profiling(kiln_session *s, int on);
 kiln_status kiln_session_set_debug_stream(kiln_session *s, FILE *out);
+/* Training or evaluation mode of the session's later runs (compiled and
+   dynamic): 1 training (the default, as a new PyTorch module), 0
+   evaluation.  Batch norm normalises with batch statistics and updates its
+   running ones in training, uses the running ones in evaluation; dropout
+   is the identity in evaluation.  The graph's kiln_mode leaves take the
+   flag at every run, so one graph and one compiled function serve both.
+   KILN_ERR_ARG (kiln_last_error) for a NULL s. */
+kiln_status kiln_session_set_training(kiln_session *s, int on);
+/* 1 in training, 0 in evaluation, -1 for a NULL s. */
+int kiln_session_training(const kiln_session *s);
+/* Seeds the random ops (dropout) of the session's later runs and restarts
+   their step at 0: every run (kiln_run, or kiln_forward after kiln_feed or
+   a new graph) draws at the next step, and the same seed and step give the
+   same bits whatever the thread count, so two sessions seeded alike draw
+   alike.  The default seed is the session's options seed.  KILN_ERR_ARG
+   (kiln_last_error) for a NULL s. */
+kiln_status kiln_session_set_seed(kiln_session *s, uint64_t seed);
+/* The step the next run draws at (0 for a NULL s). */
+uint64_t kiln_session_rng_step(const kiln_session *s);
 /* Prints the session's kernel profile to out: one row per kernel (node,
    op and shape) with its total time, share, calls and time per call, most
    time first.  KILN_ERR_STATE when profiling is off, KILN_ERR_ARG

@@ -208,5 +208,51 @@ kiln_node *kiln_assign(kiln_graph *g, kiln_node *variable, kiln_node *value);
 /* Groups nodes so that compiling the group runs them all (ngraph doall). */
 kiln_node *kiln_doall(kiln_graph *g, kiln_node *const *xs, int n);
 
+/* ---------------------------------------------- normalisation, dropout */
+
+/* The run's mode: an i32 scalar, 1 in training and 0 in evaluation, that
+   every run takes from its session (kiln_session_set_training).  Batch norm
+   and dropout read it; so may a user's own graph (e.g. with kiln_select). */
+kiln_node *kiln_mode(kiln_graph *g);
+/* torch.nn.functional.batch_norm over channel axis 1 of x [N, C, ...] (f32,
+   2 to 8 dims): in training, normalises with the batch's mean and biased
+   variance and updates running_mean and running_var (non-trainable f32 [C]
+   variables, both or neither) as (1 - momentum) * running + momentum *
+   batch, with the unbiased batch variance; in evaluation, normalises with
+   them (with neither, always with the batch's).  weight and bias ([C]) may
+   be NULL: no affine.  Compiling anything that needs the result runs the
+   updates (kiln_forward always does); momentum in [0, 1], eps >= 0.
+   Errors (shapes, NULL x, bad momentum or eps) poison the graph; training
+   on one value per channel is a run-time error, as in PyTorch. */
+kiln_node *kiln_batch_norm(kiln_graph *g, kiln_node *x, kiln_node *weight,
+                           kiln_node *bias, kiln_node *running_mean,
+                           kiln_node *running_var, float momentum, float eps);
+/* torch.nn.functional.layer_norm: normalises x over its trailing dims, which
+   must equal normalized_shape, with weight and bias of that shape (either
+   may be NULL); eps >= 0.  Errors poison the graph. */
+kiln_node *kiln_layer_norm(kiln_graph *g, kiln_node *x,
+                           kiln_shape normalized_shape, kiln_node *weight,
+                           kiln_node *bias, float eps);
+/* torch.nn.functional.group_norm: x [N, C, ...] normalised per sample over
+   each of num_groups groups of C / num_groups channels; weight and bias [C]
+   (either may be NULL).  Errors (C not a multiple, eps < 0) poison the
+   graph. */
+kiln_node *kiln_group_norm(kiln_graph *g, kiln_node *x, int num_groups,
+                           kiln_node *weight, kiln_node *bias, float eps);
+/* torch.nn.functional.instance_norm without running statistics: x [N, C,
+   ...] normalised per sample and channel over the spatial dims; weight and
+   bias [C] (either may be NULL).  Errors poison the graph. */
+kiln_node *kiln_instance_norm(kiln_graph *g, kiln_node *x, kiln_node *weight,
+                              kiln_node *bias, float eps);
+/* torch.nn.functional.dropout: in training each element is zeroed with
+   probability p and the others scaled by 1 / (1 - p), the mask drawn
+   inside the graph from the session's seed and step (kiln_session_set_seed)
+   and fresh at every run; x itself in evaluation and for p = 0.  p outside
+   [0, 1) or a NULL x poisons the graph. */
+kiln_node *kiln_dropout(kiln_graph *g, kiln_node *x, float p);
+/* torch.nn.functional.dropout2d: as kiln_dropout, with whole channels
+   zeroed: one draw per (sample, channel) of x [N, C, ...]. */
+kiln_node *kiln_dropout2d(kiln_graph *g, kiln_node *x, float p);
+
 KILN_DECLS_END
 #endif /* KILN_OPS_H */

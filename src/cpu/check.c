@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cpu/check.h"
+#include "cpu/norm.h"
 
 /* The first label outside [0, classes) of n labels, or -1. */
 static int64_t first_bad_label(const int32_t *lab, int64_t n, int64_t classes)
@@ -46,6 +47,8 @@ kiln_status kiln_cpu_check_inputs(const kiln_node *n, void *const *in,
                    ? check_labels(n, in[0], kiln_shape_numel(n->in[0]->shape),
                                   n->at.depth, msg, len)
                    : KILN_OK;
+    case KILN_OP_NORM_STATS:
+        return kiln_cpu_check_norm(n, in, msg, len);
     default:
         return KILN_OK;
     }

@@ -7,6 +7,7 @@
 #include "cpu/fused.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_kernels.h"
+#include "cpu/norm.h"
 #include "cpu/scalar.h"
 
 /* ------------------------------------------------------------ broadcasting */
@@ -482,6 +483,13 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_MAX_POOL2D_GATHER kiln_ref_max_pool2d_gather
 #define ref_RESAMPLE2D kiln_ref_resample2d
 #define ref_RESAMPLE2D_GRAD kiln_ref_resample2d_grad
+#define ref_MODE NULL
+#define ref_RNG_KEY NULL
+#define ref_NORM_STATS kiln_ref_norm_stats
+#define ref_NORM kiln_ref_norm
+#define ref_NORM_GRAD kiln_ref_norm_grad
+#define ref_NORM_PARAM_GRAD kiln_ref_norm_param_grad
+#define ref_DROPOUT kiln_ref_dropout
 #define ref_FUSED kiln_fused_ref
 #define ref_CONV kiln_ref_CONV
 #define ref_CONV_TRANSPOSE kiln_ref_CONV_TRANSPOSE

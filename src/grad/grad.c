@@ -30,9 +30,28 @@ static unsigned char *mark_needed(kiln_graph *g, kiln_node *y,
     return need;
 }
 
+/* kiln_build_adjoints over the nodes above floor only. */
+static kiln_status build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                                  kiln_node *const *wrt, int n_wrt, int floor,
+                                  kiln_node **adj_out);
+
 kiln_status kiln_build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
                                 kiln_node *const *wrt, int n_wrt,
                                 kiln_node **adj_out)
+{
+    return build_adjoints(g, y, delta, wrt, n_wrt, -1, adj_out);
+}
+
+kiln_status kiln_build_adjoints_above(kiln_graph *g, kiln_node *y,
+                                      kiln_node *delta, int floor,
+                                      kiln_node **adj_out)
+{
+    return build_adjoints(g, y, delta, NULL, 0, floor, adj_out);
+}
+
+static kiln_status build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
+                                  kiln_node *const *wrt, int n_wrt, int floor,
+                                  kiln_node **adj_out)
 {
     int top = y->id;
     kiln_node **adj = calloc((size_t)top + 1, sizeof *adj);
@@ -44,7 +63,7 @@ kiln_status kiln_build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
         return g->status;
     }
     adj[top] = delta ? delta : kiln_fill(g, y->shape, 1.0f);
-    for (int id = top; id >= 0 && g->status == KILN_OK; id--) {
+    for (int id = top; id > floor && g->status == KILN_OK; id--) {
         kiln_node *n = g->nodes[id];
         kiln_grad_rule rule = kiln_grad_rules[n->op];
         if (!adj[id] || !need[id] || !rule)

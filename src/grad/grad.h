@@ -17,6 +17,14 @@ kiln_status kiln_build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
                                 kiln_node *const *wrt, int n_wrt,
                                 kiln_node **adj_out);
 
+/* The adjoints that the nodes above floor (by id) alone give, from delta
+   at y: rules run for those nodes only, and the adjoints they give nodes
+   at or below floor are left there unpropagated.  Gradient rules use it to
+   differentiate a decomposition built on their node's inputs. */
+kiln_status kiln_build_adjoints_above(kiln_graph *g, kiln_node *y,
+                                      kiln_node *delta, int floor,
+                                      kiln_node **adj_out);
+
 /* The adjoints of loss (a scalar) for the n_wrt nodes wrt, in ascending
    id order, as *out: built on the first request of the graph's generation
    and kept in g, so every later request for the same loss and nodes --

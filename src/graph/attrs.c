@@ -51,6 +51,10 @@ int kiln_attrs_equal(const kiln_node *a, const kiln_node *b)
             !memcmp(x->data, y->data, kiln_attrs_data_bytes(a))) &&
            (!has(a, KILN_ATTR_WINDOW) ||
             !memcmp(&x->win, &y->win, sizeof x->win)) &&
+           (!has(a, KILN_ATTR_NORM) ||
+            !memcmp(&x->norm, &y->norm, sizeof x->norm)) &&
+           (!has(a, KILN_ATTR_RANDOM) ||
+            !memcmp(&x->random, &y->random, sizeof x->random)) &&
            (!has(a, KILN_ATTR_PROGRAM) ||
             kiln_fused_program_equal(x->data, y->data)) &&
            !has(a, KILN_ATTR_VARIABLE); /* each variable is its own value */
@@ -84,6 +88,10 @@ uint64_t kiln_attrs_hash(const kiln_node *n, uint64_t h)
         h = hash_bytes(h, x->data, kiln_attrs_data_bytes(n));
     if (has(n, KILN_ATTR_WINDOW))
         h = hash_bytes(h, &x->win, sizeof x->win);
+    if (has(n, KILN_ATTR_NORM))
+        h = hash_bytes(h, &x->norm, sizeof x->norm);
+    if (has(n, KILN_ATTR_RANDOM))
+        h = hash_bytes(h, &x->random, sizeof x->random);
     if (has(n, KILN_ATTR_PROGRAM)) {
         const kiln_fused_program *p = x->data;
         h = hash_bytes(h, p->ins, (size_t)p->n * sizeof *p->ins);
@@ -190,6 +198,12 @@ size_t kiln_attrs_format(const kiln_node *n, char *buf, size_t size)
         PUT(" depth=%d%s", x->depth, x->strict ? " strict" : "");
     if (has(n, KILN_ATTR_WINDOW))
         k += window_format(&x->win, buf + k, k < size ? size - k : 0);
+    if (has(n, KILN_ATTR_NORM))
+        PUT(" axis=%d groups=%d eps=%g", x->norm.axis, x->norm.groups,
+            (double)x->norm.eps);
+    if (has(n, KILN_ATTR_RANDOM))
+        PUT(" p=%g stream=%d%s", (double)x->random.p, x->random.stream,
+            x->random.per_channel ? " per_channel" : "");
     return k;
 }
 

@@ -136,6 +136,8 @@ void kiln_graph_free(kiln_graph *g)
     free(g->nodes);
     free(g->vars);
     free(g->memo);
+    free(g->effect_trigger);
+    free(g->effect);
     pthread_rwlock_destroy(&g->lock->rw);
     free(g->lock);
     free(g);
@@ -173,6 +175,7 @@ void kiln_graph_clear(kiln_graph *g)
     g->n_nodes = 0;
     g->n_vars = 0;
     g->n_memo = 0; /* their nodes and arrays went with the arena */
+    g->n_effects = 0;
     g->status = KILN_OK;
     g->err[0] = 0;
     poison_init(g);

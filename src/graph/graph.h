@@ -41,7 +41,9 @@ enum {
     KILN_ATTR_DATA = 1 << 8,      /* constant: the values, numel * dtype */
     KILN_ATTR_PROGRAM = 1 << 9,   /* fused: the kiln_fused_program */
     KILN_ATTR_VARIABLE = 1 << 10, /* init and trainable (never merged) */
-    KILN_ATTR_WINDOW = 1 << 11    /* convolution and pooling: kiln_window */
+    KILN_ATTR_WINDOW = 1 << 11,   /* convolution and pooling: kiln_window */
+    KILN_ATTR_NORM = 1 << 12,     /* normalisation: kiln_norm_attr */
+    KILN_ATTR_RANDOM = 1 << 13    /* random ops: kiln_random_attr */
 };
 
 /* A sliding window over the last nd (spatial) dims of an NC... tensor:
@@ -82,6 +84,25 @@ typedef enum kiln_resample_mode {
 } kiln_resample_mode;
 /* "avg", "adaptive", ...: how IR printing names a mode. */
 const char *kiln_resample_mode_name(int mode);
+/* Normalisation ops see their input x as [N, C, S]: N the product of the
+   dims before axis, C = d[axis], S the product of the dims after it.
+   groups 0: statistics per channel over N and S (batch norm); groups G >= 1:
+   per sample and group of C / G channels over those channels and S (group,
+   instance and layer norm).  Affine parameters are per channel. */
+typedef struct kiln_norm_attr {
+    int axis;
+    int groups;
+    float eps; /* added to the variance */
+} kiln_norm_attr;
+
+/* Random ops draw element i's bits from the counter-based generator
+   (base/philox.h) at (seed, step) of the run's key, this stream and i (the
+   sample and channel index when per_channel: one draw per NC plane). */
+typedef struct kiln_random_attr {
+    float p;         /* dropout: the probability of zeroing */
+    int stream;      /* the node's id when built: distinct draws per node */
+    int per_channel; /* dropout2d */
+} kiln_random_attr;
 
 /* Whose memory an op's output may take (graph/attrs.c, kiln_node_alias). */
 typedef enum kiln_alias_rule {
@@ -155,6 +176,8 @@ typedef struct kiln_attrs {
         int perm[KILN_MAX_DIMS];   /* permute */
         int64_t lo[KILN_MAX_DIMS]; /* slice start, pad before */
         kiln_window win;           /* convolution, pooling */
+        kiln_norm_attr norm;       /* normalisation */
+        kiln_random_attr random;   /* random ops */
     };
     float value;          /* pad value */
     int trans_a, trans_b; /* matmul */
@@ -215,6 +238,11 @@ struct kiln_graph {
     /* this generation's gradient subgraphs (kiln_graph_clear drops them) */
     kiln_grad_memo *memo;
     int n_memo, cap_memo;
+    /* Assignments a builder attached to a node (batch norm's running
+       statistics): kiln_compile runs effect[i] when trigger[i] is live; the
+       dynamic path runs every node anyway. */
+    kiln_node **effect_trigger, **effect;
+    int n_effects, cap_effects;
     /* Sessions running the graph hold it for reading; building gradient
        nodes (grad/memo.c) holds it for writing.  Allocated apart so a run
        leaves the graph's own bytes as they were; opaque so that this
@@ -242,6 +270,11 @@ kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
    last two axes when ta / tb), batch axes broadcast; as kiln_infer_fn. */
 kiln_status kiln_matmul_shape(kiln_shape a, kiln_shape b, int ta, int tb,
                               kiln_shape *out, char *why, size_t len);
+
+/* Attaches assignment effect to trigger (both of g): compiling anything
+   that needs trigger also runs effect.  0 (and g's error) when out of
+   memory. */
+int kiln_graph_add_effect(kiln_graph *g, kiln_node *trigger, kiln_node *effect);
 
 /* Attributes by the op's KILN_ATTR_* mask (graph/attrs.c). */
 int kiln_attrs_equal(const kiln_node *a, const kiln_node *b);

@@ -53,8 +53,10 @@ static kiln_status feed(kiln_session *s, kiln_graph *g, kiln_node *input,
         return KILN_ERR_MEMORY;
     memcpy(v, t->data, bytes);
     rs->value[input->id] = v;
-    /* what was computed from the old value is recomputed by kiln_forward */
+    /* what was computed from the old value is recomputed by kiln_forward,
+       with fresh random bits */
     kiln_run_invalidate(rs, g, input->id + 1);
+    rs->rekey = 1;
     return KILN_OK;
 }
 
@@ -205,6 +207,10 @@ kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n)
     case KILN_OP_CONSTANT:
         rs->value[n->id] = (void *)n->at.data;
         break;
+    case KILN_OP_MODE:
+    case KILN_OP_RNG_KEY:
+        st = kiln_run_bound_leaf(r, n);
+        break;
     case KILN_OP_INPUT:
         if (!rs->value[n->id])
             return kiln_session_fail(r->s, KILN_ERR_STATE,
@@ -303,6 +309,7 @@ static kiln_status forward(kiln_session *s, kiln_graph *g)
         return KILN_ERR_MEMORY;
     kiln_run_ctx r = {
         .s = s, .g = g, .rs = rs, .fn = "kiln_forward", .grad_first = INT_MAX};
+    kiln_run_bind(s, g, rs);
     return run_nodes(&r, rs->n_computed);
 }
 

@@ -34,6 +34,14 @@ struct kiln_run_state {
        every node: the largest any needed so far, in the workspace */
     void *scratch;
     size_t scratch_bytes;
+    /* what the graph's mode and rng_key leaves hold (runtime/mode.c): set
+       from the session by kiln_forward, a new key after each kiln_feed or
+       clear (rekey); mode_at / key_at: 1 + the first such leaf computed,
+       0 when none is */
+    int32_t mode;
+    int32_t key[4];
+    int rekey;
+    int mode_at, key_at;
 };
 
 /* s's run state of g, its values dropped if g was cleared since; NULL when
@@ -86,6 +94,13 @@ void *kiln_ws_scratch(kiln_run_ctx *r, const kiln_node *n, size_t bytes);
 void kiln_ws_release(kiln_run_state *rs, const kiln_node *n);
 /* Forgets the free lists and counters (the values were dropped). */
 void kiln_ws_reset(kiln_run_state *rs);
+/* Before kiln_forward computes: takes the session's training flag, and a
+   fresh random key when rs->rekey is set and there is something to
+   compute, recomputing what was computed from the old ones. */
+void kiln_run_bind(kiln_session *s, const kiln_graph *g, kiln_run_state *rs);
+/* Computes a mode or rng_key leaf n: rs's value, in n's block. */
+kiln_status kiln_run_bound_leaf(kiln_run_ctx *r, const kiln_node *n);
+
 /* Computes n from its inputs' values (which must be present). */
 kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n);
 

@@ -27,7 +27,9 @@ struct kiln_function {
     kiln_function **owner; /* cleared when the function is freed */
 };
 
-/* Marks what outputs depend on, following every input edge. */
+/* Marks what outputs depend on, following every input edge, and the
+   effects attached to what is marked (batch norm's running statistics:
+   kiln_graph_add_effect) with what they depend on. */
 static unsigned char *mark_live(kiln_graph *g, kiln_node *const *outs,
                                 int n_out)
 {
@@ -36,10 +38,16 @@ static unsigned char *mark_live(kiln_graph *g, kiln_node *const *outs,
         return NULL;
     for (int i = 0; i < n_out; i++)
         live[outs[i]->id] = 1;
-    for (int id = g->n_nodes - 1; id >= 0; id--)
-        if (live[id])
-            for (int k = 0; k < g->nodes[id]->n_in; k++)
-                live[g->nodes[id]->in[k]->id] = 1;
+    for (int more = 1; more;) {
+        for (int id = g->n_nodes - 1; id >= 0; id--)
+            if (live[id])
+                for (int k = 0; k < g->nodes[id]->n_in; k++)
+                    live[g->nodes[id]->in[k]->id] = 1;
+        more = 0;
+        for (int i = 0; i < g->n_effects; i++)
+            if (live[g->effect_trigger[i]->id] && !live[g->effect[i]->id])
+                live[g->effect[i]->id] = more = 1;
+    }
     return live;
 }
 
@@ -133,6 +141,22 @@ static kiln_status check_assignments(kiln_session *s, const kiln_graph *g,
     return KILN_OK;
 }
 
+/* The effects (kiln_graph_add_effect) that live marks, as map maps them,
+   into out (when not NULL); returns their count.  The compile unit lists
+   them as outputs after the caller's, so every pass keeps them. */
+static int live_effects(const kiln_graph *g, const unsigned char *live,
+                        kiln_node *const *map, kiln_node **out)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_effects; i++)
+        if (live[g->effect[i]->id]) {
+            if (out)
+                out[k] = map[g->effect[i]->id];
+            k++;
+        }
+    return k;
+}
+
 static void register_function(kiln_session *s, kiln_function *f)
 {
     if (s->n_funcs == s->cap_funcs) {
@@ -158,9 +182,11 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
     kiln_node *ins[64];
     kiln_status st = KILN_ERR_MEMORY;
     kiln_graph *fg;
+    int n_effects = live ? live_effects(g, live, NULL, NULL) : 0;
     f->n_in = n_in;
     f->n_out = n_out;
-    if (!live || !map || kiln_unit_alloc(&f->base, n_out, n_in) != KILN_OK) {
+    if (!live || !map ||
+        kiln_unit_alloc(&f->base, n_out + n_effects, n_in) != KILN_OK) {
         kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_compile: out of memory");
         goto done;
     }
@@ -196,6 +222,7 @@ static kiln_status extract(kiln_function *f, kiln_graph *g,
         f->base.inputs[i] = map[inputs[i]->id];
     for (int i = 0; i < n_out; i++)
         f->base.outputs[i] = map[outputs[i]->id];
+    live_effects(g, live, map, f->base.outputs + n_out);
     if (!(f->ids = malloc(((size_t)fg->n_nodes + 1) * sizeof *f->ids))) {
         st = kiln_session_fail(s, KILN_ERR_MEMORY,
                                "kiln_compile: out of memory");
@@ -436,7 +463,7 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
     }
     v->used = ++f->clock;
     f->last = v;
-    return kiln_variant_run(s, v, in, out);
+    return kiln_variant_run(s, v, in, out, f->n_out);
 }
 
 kiln_tensor *kiln_function_new_output(const kiln_function *f, int i)

@@ -45,6 +45,8 @@ static void run_reset(kiln_run_state *rs, unsigned gen)
     rs->n_computed = 0;
     rs->backward_loss = NULL;
     rs->ckpt_released = 0;
+    rs->rekey = 1;
+    rs->mode_at = rs->key_at = 0;
     kiln_arena_reset(&rs->workspace);
     kiln_ws_reset(rs);
 }
@@ -114,6 +116,7 @@ static kiln_run_state *run_add(kiln_session *s, const kiln_graph *g)
         return NULL;
     rs->graph_id = g->id;
     rs->gen = g->gen;
+    rs->rekey = 1;
     kiln_arena_init(&rs->workspace, 1 << 20);
     s->runs[s->n_runs++] = rs;
     return rs;

@@ -31,8 +31,13 @@ struct kiln_session {
     kiln_var *vars;
     int n_vars, cap_vars;
     kiln_rng rng;
-    uint64_t seed;         /* the initialiser seed it was made with */
-    kiln_exec_ctx exec;    /* how its runs execute kernels (runtime/exec.c) */
+    uint64_t seed;      /* the initialiser seed it was made with */
+    kiln_exec_ctx exec; /* how its runs execute kernels (runtime/exec.c) */
+    /* bound to the graph's mode and rng_key leaves at every run
+       (runtime/mode.c): 1 training, 0 evaluation; the random ops' seed and
+       the step the next run draws at */
+    int training;
+    uint64_t rng_seed, rng_step;
     int profile_to_stderr; /* profiling from KILN_PROFILE: print when freed */
     char err[KILN_ERRMSG_MAX];
     kiln_function **funcs;
@@ -91,6 +96,10 @@ kiln_var *kiln_session_bind(kiln_session *s, const kiln_node *v);
    freeing f -- by the owner or with the session -- sets *owner to NULL and
    the two may be freed in either order. */
 void kiln_function_set_owner(kiln_function *f, kiln_function **owner);
+
+/* The key a run's rng_key leaves take: s's random seed and step (low and
+   high words), then advances the step, so each run draws afresh. */
+void kiln_session_next_key(kiln_session *s, int32_t key[4]);
 
 /* Frees every run state of s (kiln_session_free). */
 void kiln_run_free_all(kiln_session *s);

@@ -34,6 +34,8 @@ kiln_session *kiln_session_new(const kiln_session_options *opt)
     }
     s->id = (uint64_t)atomic_fetch_add(&last_session_id, 1) + 1;
     kiln_rng_seed(&s->rng, s->seed);
+    s->training = 1; /* as a new PyTorch module */
+    s->rng_seed = s->seed;
     return s;
 }
 

@@ -70,6 +70,10 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
             v->buf[id] = (void *)n->at.data;
         } else if (n->op == KILN_OP_INPUT) {
             v->buf[id] = NULL; /* bound per run */
+        } else if (n->op == KILN_OP_MODE) {
+            v->buf[id] = &v->mode;
+        } else if (n->op == KILN_OP_RNG_KEY) {
+            v->buf[id] = v->key;
         } else {
             v->buf[id] = v->storage[id] >= 0 ? v->buf[v->storage[id]]
                                              : (char *)v->arena + mp.offset[id];
@@ -139,8 +143,7 @@ void kiln_variant_free(kiln_variant *v)
 
 static int is_leaf(const kiln_node *n)
 {
-    return n->op == KILN_OP_INPUT || n->op == KILN_OP_CONSTANT ||
-           n->op == KILN_OP_VARIABLE;
+    return kiln_op_table[n->op].kind == KILN_KIND_LEAF;
 }
 
 /* Checks the values kernels rely on (kiln_cpu_check_inputs) where they are
@@ -178,10 +181,13 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
 }
 
 kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
-                             kiln_tensor *const *in, kiln_tensor *const *out)
+                             kiln_tensor *const *in, kiln_tensor *const *out,
+                             int n_out)
 {
     for (int i = 0; i < v->u.n_in; i++)
         v->buf[v->u.inputs[i]->id] = in[i]->data;
+    v->mode = s->training;
+    kiln_session_next_key(s, v->key);
     kiln_status st = check_leaf_values(s, v);
     if (st != KILN_OK)
         return st;
@@ -191,7 +197,7 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
     kiln_fpu_leave(saved);
     if (st != KILN_OK)
         return st;
-    for (int i = 0; i < v->u.n_out; i++)
+    for (int i = 0; i < n_out; i++)
         if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])
             memcpy(out[i]->data, v->buf[v->u.outputs[i]->id],
                    kiln_tensor_bytes(out[i]));
@@ -206,6 +212,8 @@ static void print_buffer(const kiln_variant *v, const kiln_node *n, FILE *out)
     const char *kind = n->op == KILN_OP_INPUT      ? "input"
                        : n->op == KILN_OP_VARIABLE ? "variable"
                        : n->op == KILN_OP_CONSTANT ? "constant"
+                       : n->op == KILN_OP_MODE     ? "mode"
+                       : n->op == KILN_OP_RNG_KEY  ? "rng_key"
                                                    : NULL;
     kiln_shape_str(n->shape, b, sizeof b);
     if (!kind && v->storage[n->id] >= 0) {

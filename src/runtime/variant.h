@@ -37,6 +37,10 @@ typedef struct kiln_variant {
     kiln_assignment *assigns;
     int n_assigns;
     void **in_ptrs; /* step operand arrays */
+    /* the values of the mode and rng_key leaves, set at every run from
+       the session (runtime/mode.c) */
+    int32_t mode;
+    int32_t key[4];
 } kiln_variant;
 
 /* Runs the pipeline of opt over u (taken: freed on error) and plans it.
@@ -46,11 +50,14 @@ kiln_variant *kiln_variant_new(kiln_session *s, kiln_unit *u, int64_t size,
                                const kiln_compile_options *opt,
                                const char *what);
 void kiln_variant_free(kiln_variant *v);
-/* Runs v on in (shapes and dtypes checked by the caller) into out (NULL
-   entries skipped); refuses bad leaf values before any kernel runs, so the
-   variables are untouched then (KILN_ERR_ARG, the session's error). */
+/* Runs v on in (shapes and dtypes checked by the caller) into out, its
+   first n_out outputs (NULL entries skipped; the unit's outputs after them
+   are the graph's effects, run for their assignments); refuses bad leaf values
+   before any kernel runs, so the variables are untouched then (KILN_ERR_ARG,
+   the session's error). */
 kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
-                             kiln_tensor *const *in, kiln_tensor *const *out);
+                             kiln_tensor *const *in, kiln_tensor *const *out,
+                             int n_out);
 /* kiln_function_print's listing of v. */
 void kiln_variant_print(const kiln_variant *v, FILE *out);
 
