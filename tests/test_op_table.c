@@ -249,7 +249,7 @@ static int has_ref_case_in(const char *dir, const char *prefix)
 
 static int has_ref_case(const char *prefix)
 {
-    static const char *const dirs[] = {"ops", "conv", "pool", "norm"};
+    static const char *const dirs[] = {"ops", "conv", "pool", "norm", "index"};
     char dir[512];
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(dir, sizeof dir, "%s/%s", KILN_TEST_REF_DIR, dirs[i]);
@@ -292,6 +292,7 @@ static void test_every_op_is_complete(void **state)
     char *pool = read_text(KILN_SOURCE_DIR "/tests/test_pool.c");
     char *norm = read_text(KILN_SOURCE_DIR "/tests/test_norm.c");
     char *drop = read_text(KILN_SOURCE_DIR "/tests/test_dropout.c");
+    char *index = read_text(KILN_SOURCE_DIR "/tests/test_index.c");
     for (int op = 0; op < KILN_OP_COUNT; op++) {
         const kiln_op_info *o = &kiln_op_table[op];
         int internal = o->grad == KILN_GRAD_INTERNAL;
@@ -309,9 +310,8 @@ static void test_every_op_is_complete(void **state)
         snprintf(call, sizeof call, "kiln_%s(", alias((kiln_op)op, 1));
         if (o->grad == KILN_GRAD_RULE && o->kind != KILN_KIND_UNARY &&
             o->kind != KILN_KIND_BINARY && !strstr(grad, call) &&
-            !strstr(kern, call) && !strstr(conv, call) &&
-            !strstr(pool, call) && !strstr(norm, call) &&
-            !strstr(drop, call))
+            !strstr(kern, call) && !strstr(conv, call) && !strstr(pool, call) &&
+            !strstr(norm, call) && !strstr(drop, call) && !strstr(index, call))
             fail_msg("%s: no gradient check", o->name);
     }
     free(doc);
@@ -321,6 +321,7 @@ static void test_every_op_is_complete(void **state)
     free(pool);
     free(norm);
     free(drop);
+    free(index);
 }
 
 /* The walk above fails on an op that lacks what it checks. */

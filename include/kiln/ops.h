@@ -200,6 +200,36 @@ kiln_node *kiln_upsample2d(kiln_graph *g, kiln_node *x, const int64_t *size,
 kiln_node *kiln_flatten(kiln_graph *g, kiln_node *x, int start_dim,
                         int end_dim);
 
+/* ---------------------------------------------- indexing (issue 12) */
+
+/* Indices are i32.  An index outside [0, size of the axis) -- negative
+   ones included, as PyTorch refuses them -- is a run-time error
+   (KILN_ERR_ARG from kiln_run / kiln_forward / kiln_backward) whose
+   message names the op, the index and its position; shapes are checked
+   when building (errors name the function and the shapes). */
+
+/* torch.index_select: the slices of x (f32 or i32) at idx ([K] or 0-d)
+   along axis (negative counts from the end): x's shape with K on axis. */
+kiln_node *kiln_index_select(kiln_graph *g, kiln_node *x, int axis,
+                             kiln_node *idx);
+/* torch.index_add: x (f32) plus src's slice k added into x's slice idx[k]
+   along axis (repeated indices accumulate); src is x's shape with K on
+   axis. */
+kiln_node *kiln_index_add(kiln_graph *g, kiln_node *x, int axis,
+                           kiln_node *idx, kiln_node *src);
+/* torch.gather (take_along_axis): out[p] = x[p with axis coordinate
+   idx[p]]; idx has x's rank and no larger size on the other axes; the
+   result has idx's shape. */
+kiln_node *kiln_gather(kiln_graph *g, kiln_node *x, int axis, kiln_node *idx);
+/* torch.scatter_add: x (f32) plus src[p] added at (p with axis coordinate
+   idx[p]) for every position p of idx, which is no larger than src on any
+   axis and than x on the others. */
+kiln_node *kiln_scatter_add(kiln_graph *g, kiln_node *x, int axis,
+                            kiln_node *idx, kiln_node *src);
+/* Embedding lookup: rows of table [V, D] at i32 ids of any shape, giving
+   ids' shape + [D] (an id outside [0, V) is a run-time error). */
+kiln_node *kiln_embedding(kiln_graph *g, kiln_node *table, kiln_node *ids);
+
 /* ---------------------------------------------- state ops */
 
 /* After a run, the variable takes value (computed before any assignment of

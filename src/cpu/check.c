@@ -6,6 +6,7 @@
 
 #include "cpu/check.h"
 #include "cpu/norm.h"
+#include "cpu/index.h"
 
 /* The first label outside [0, classes) of n labels, or -1. */
 static int64_t first_bad_label(const int32_t *lab, int64_t n, int64_t classes)
@@ -50,6 +51,6 @@ kiln_status kiln_cpu_check_inputs(const kiln_node *n, void *const *in,
     case KILN_OP_NORM_STATS:
         return kiln_cpu_check_norm(n, in, msg, len);
     default:
-        return KILN_OK;
+        return kiln_cpu_check_index(n, in, msg, len);
     }
 }

@@ -32,7 +32,11 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
         X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)                \
     /* pooling group (cpu/fast_pool.c) */                                     \
     X(MAX_POOL2D) X(MAX_POOL2D_GRAD) X(MAX_POOL2D_GATHER) X(RESAMPLE2D)        \
-        X(RESAMPLE2D_GRAD)
+        X(RESAMPLE2D_GRAD)                                                     \
+    /* indexing group (cpu/index_fast.c) */                                   \
+    KILN_FAST_INDEX_OPS(X)
+#define KILN_FAST_INDEX_OPS(X)                                                 \
+    X(INDEX_SELECT) X(INDEX_ADD) X(GATHER) X(SCATTER_ADD)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);

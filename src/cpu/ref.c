@@ -5,6 +5,7 @@
 
 #include "cpu/conv.h"
 #include "cpu/fused.h"
+#include "cpu/index.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_kernels.h"
 #include "cpu/norm.h"
@@ -494,6 +495,10 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_CONV kiln_ref_CONV
 #define ref_CONV_TRANSPOSE kiln_ref_CONV_TRANSPOSE
 #define ref_CONV_WGRAD kiln_ref_CONV_WGRAD
+#define ref_INDEX_SELECT kiln_ref_INDEX_SELECT
+#define ref_INDEX_ADD kiln_ref_INDEX_ADD
+#define ref_GATHER kiln_ref_GATHER
+#define ref_SCATTER_ADD kiln_ref_SCATTER_ADD
 #define ref_INPUT NULL
 #define ref_CONSTANT NULL
 #define ref_VARIABLE NULL

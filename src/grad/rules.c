@@ -7,6 +7,7 @@
 #include "grad/grad.h"
 #include "grad/pool_rules.h"
 #include "grad/norm_rules.h"
+#include "grad/index_rules.h"
 
 #define NEED(i) (need & (1u << (i)))
 #define B(op, a, b) kiln_binary_op(g, KILN_OP_##op, (a), (b))

@@ -248,9 +248,10 @@ kiln_alias kiln_node_alias(const kiln_node *n)
         a = (kiln_alias){0, 1, n->dtype == n->in[0]->dtype, 0};
         break;
     case KILN_ALIAS_ACCUMULATE:
-        if (n->in[0] != n->in[1] && n->in[0] != n->in[2] &&
-            n->in[0] != n->in[3])
-            a = (kiln_alias){0, 1, 0, 0};
+        a = (kiln_alias){0, 1, 0, 0};
+        for (int k = 1; k < n->n_in; k++)
+            if (n->in[k] == n->in[0])
+                a.count = 0;
         break;
     }
     return a;

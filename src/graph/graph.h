@@ -115,7 +115,8 @@ typedef enum kiln_alias_rule {
     /* cast: converts input 0 element by element; a copy when the dtype
        stays */
     KILN_ALIAS_CONVERT,
-    /* matmul_acc: reads and writes c (input 0) when c is no other operand */
+    /* matmul_acc, index_add, scatter_add: read and write input 0 when it
+       is no other operand */
     KILN_ALIAS_ACCUMULATE,
     /* fused: as MAP unless its program reduces */
     KILN_ALIAS_PROGRAM,

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "graph/graph.h"
+#include "graph/index.h"
 
 static int has(unsigned sym, int axis)
 {
@@ -102,6 +103,9 @@ static unsigned matmul_sym(const kiln_node *n)
 static unsigned derive(const kiln_node *n)
 {
     kiln_shape s;
+    unsigned sym;
+    if (kiln_index_sym(n, &sym))
+        return sym;
     switch (kiln_op_table[n->op].kind) {
     case KILN_KIND_LEAF:
     case KILN_KIND_FUSED:
