@@ -7,7 +7,8 @@
  *                        res (64->64 3x3 pad 1, 32x32, batch 32)
  *
  * Prints per kernel "KERNEL <fwd|dx|dw> <ms> ms <GFLOP/s> GFLOP/s <share>%
- * of peak" (peak: 115 GFLOP/s of FMA per core times THREADS), timed over
+ * of peak" (peak: 115 GFLOP/s of FMA per core times THREADS) and their
+ * backward, dx + dw ("bwd", as bench/conv.py measures it), timed over
  * KILN_BENCH_SECONDS (default 1) split between the three, medians of five
  * runs.  Built by bench/CMakeLists.txt as <build>/bench/conv.
  */
@@ -21,6 +22,13 @@
 
 #define PEAK_PER_CORE 115.0
 
+static void report(const char *what, double t, double flops, int threads)
+{
+    double gf = flops / t * 1e-9;
+    printf("KERNEL %s %.3f ms %.1f GFLOP/s %.0f%% of peak\n", what, t * 1e3, gf,
+           100.0 * gf / (PEAK_PER_CORE * threads));
+}
+
 typedef struct conv_case {
     const char *name;
     int64_t n, c, o, h, k, pad;
@@ -33,9 +41,10 @@ static const conv_case CASES[] = {
     {"res", 32, 64, 64, 32, 3, 1, 1},
 };
 
-static void bench_kernel(kiln_session *s, kiln_graph *g, kiln_node *y,
-                         kiln_node **ins, int n_in, const char *what,
-                         double flops, int threads, double budget)
+/* Times y's function; prints and returns seconds per run. */
+static double bench_kernel(kiln_session *s, kiln_graph *g, kiln_node *y,
+                           kiln_node **ins, int n_in, const char *what,
+                           double flops, int threads, double budget)
 {
     kiln_function *f = kiln_compile(s, g, &y, 1, ins, n_in);
     if (!f) {
@@ -52,13 +61,12 @@ static void bench_kernel(kiln_session *s, kiln_graph *g, kiln_node *y,
             p[e] = (float)kiln_rng_uniform(&r) - 0.5f;
     }
     double t = bench_time_fn(f, in, &out, budget);
-    double gf = flops / t * 1e-9;
-    printf("KERNEL %s %.3f ms %.1f GFLOP/s %.0f%% of peak\n", what, t * 1e3,
-           gf, 100.0 * gf / (PEAK_PER_CORE * threads));
+    report(what, t, flops, threads);
     for (int i = 0; i < n_in; i++)
         kiln_tensor_free(in[i]);
     kiln_tensor_free(out);
     kiln_function_free(f);
+    return t;
 }
 
 int main(int argc, char **argv)
@@ -77,9 +85,12 @@ int main(int argc, char **argv)
     kiln_session_options o = {.threads = threads};
     kiln_session *s = kiln_session_new(&o);
     kiln_graph *g = kiln_graph_new();
-    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(c->n, c->c, c->h, c->h));
-    kiln_node *w = kiln_input(g, "w", KILN_F32, KILN_SHAPE(c->o, c->c, c->k, c->k));
-    kiln_node *dy = kiln_input(g, "dy", KILN_F32, KILN_SHAPE(c->n, c->o, c->h, c->h));
+    kiln_node *x =
+        kiln_input(g, "x", KILN_F32, KILN_SHAPE(c->n, c->c, c->h, c->h));
+    kiln_node *w =
+        kiln_input(g, "w", KILN_F32, KILN_SHAPE(c->o, c->c, c->k, c->k));
+    kiln_node *dy =
+        kiln_input(g, "dy", KILN_F32, KILN_SHAPE(c->n, c->o, c->h, c->h));
     kiln_window win = {.nd = 2, .groups = 1};
     for (int i = 0; i < 2; i++) {
         win.kernel[i] = (int)c->k;
@@ -96,11 +107,13 @@ int main(int argc, char **argv)
     double flops = 2.0 * c->n * c->o * c->h * c->h * c->c * c->k * c->k;
     bench_kernel(s, g, y, (kiln_node *[]){x, w}, 2, "fwd", flops, threads,
                  budget);
+    double t = 0;
     if (c->need_dx)
-        bench_kernel(s, g, dx, (kiln_node *[]){dy, w}, 2, "dx", flops,
-                     threads, budget);
-    bench_kernel(s, g, dw, (kiln_node *[]){x, dy}, 2, "dw", flops, threads,
-                 budget);
+        t += bench_kernel(s, g, dx, (kiln_node *[]){dy, w}, 2, "dx", flops,
+                          threads, budget);
+    t += bench_kernel(s, g, dw, (kiln_node *[]){x, dy}, 2, "dw", flops, threads,
+                      budget);
+    report("bwd", t, flops * (c->need_dx ? 2 : 1), threads);
     kiln_graph_free(g);
     kiln_session_free(s);
     return 0;

@@ -1,12 +1,14 @@
-"""PyTorch's side of bench/conv.c: forward, input gradient and weight
-gradient of one convolution (torch.ops.aten.convolution_backward with one
-output asked for), same cases and arguments, same output lines:
+"""PyTorch's side of bench/conv.c: forward, and backward (input and weight
+gradients, the weight's alone for mnist1 as in the CNN's first layer)
+timed as forward+backward less the forward, same cases and arguments,
+same output lines:
 
-    conv.py CASE THREADS    KERNEL <fwd|dx|dw> <ms> ms <GFLOP/s> GFLOP/s <share>% of peak
+    conv.py CASE THREADS    KERNEL <fwd|bwd> <ms> ms <GFLOP/s> GFLOP/s <share>% of peak
 
 The BLAS thread count comes from OPENBLAS_NUM_THREADS (set it to THREADS).
 """
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +24,8 @@ CASES = {  # n, c, o, h, k, pad, need_dx
 
 
 def median_time(fn, budget, reps=5):
-    import time
-    fn()
+    for _ in range(5):  # oneDNN builds its primitives on the first calls
+        fn()
     times = []
     for _ in range(reps):
         runs, t0 = 0, time.perf_counter()
@@ -42,26 +44,25 @@ def main():
     threads = int(sys.argv[2])
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(1)
-    x = torch.rand(n, c, h, h, generator=g) - 0.5
-    w = torch.rand(o, c, k, k, generator=g) - 0.5
+    x = (torch.rand(n, c, h, h, generator=g) - 0.5).requires_grad_(need_dx)
+    w = (torch.rand(o, c, k, k, generator=g) - 0.5).requires_grad_(True)
     dy = torch.rand(n, o, h, h, generator=g) - 0.5
     flops = 2.0 * n * o * h * h * c * k * k
-    budget = seconds() / 3
+    budget = seconds() / 2
 
-    def back(mask):
-        return lambda: torch.ops.aten.convolution_backward(
-            dy, x, w, None, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1, mask)
+    def fwd():  # with autograd on, as in training (its no_grad path differs)
+        F.conv2d(x, w, None, 1, pad)
 
-    kernels = [("fwd", lambda: F.conv2d(x, w, None, 1, pad))]
-    if need_dx:
-        kernels.append(("dx", back([True, False, False])))
-    kernels.append(("dw", back([False, True, False])))
-    with torch.no_grad():
-        for name, fn in kernels:
-            t = median_time(fn, budget)
-            gf = flops / t * 1e-9
-            print(f"KERNEL {name} {t * 1e3:.3f} ms {gf:.1f} GFLOP/s "
-                  f"{100 * gf / (PEAK_PER_CORE * threads):.0f}% of peak")
+    def fwd_bwd():
+        F.conv2d(x, w, None, 1, pad).backward(dy)
+
+    t_fwd = median_time(fwd, budget)
+    t_bwd = median_time(fwd_bwd, budget) - t_fwd
+    bwd_flops = flops * (2 if need_dx else 1)
+    for name, t, f in (("fwd", t_fwd, flops), ("bwd", t_bwd, bwd_flops)):
+        gf = f / t * 1e-9
+        print(f"KERNEL {name} {t * 1e3:.3f} ms {gf:.1f} GFLOP/s "
+              f"{100 * gf / (PEAK_PER_CORE * threads):.0f}% of peak")
 
 
 if __name__ == "__main__":

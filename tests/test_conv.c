@@ -345,9 +345,11 @@ static int rnd(kiln_rng *r, int lo, int hi)
 }
 
 /* A random window over nd dims and operand shapes a conv of it takes:
-   odd sizes, size-1 dims, groups, strides, dilations, padding. */
-static void random_conv(kiln_rng *r, int nd, kiln_window *w, kiln_shape *x,
-                        kiln_shape *wt)
+   odd sizes, size-1 dims, groups, strides, dilations, padding; with unit
+   strides for kind 1 and a 1x1 kernel with no padding for kind 2 (the
+   fast kernels' flat and direct ways). */
+static void random_conv(kiln_rng *r, int nd, int kind, kiln_window *w,
+                        kiln_shape *x, kiln_shape *wt)
 {
     *w = (kiln_window){.nd = nd, .groups = rnd(r, 1, 3)};
     int cg = rnd(r, 1, 3), og = rnd(r, 1, 3);
@@ -363,6 +365,12 @@ static void random_conv(kiln_rng *r, int nd, kiln_window *w, kiln_shape *x,
         x->d[2 + i] = rnd(r, span > 3 ? span - 3 : 1, span + 8);
         if (x->d[2 + i] + w->pad_lo[i] + w->pad_hi[i] < span)
             x->d[2 + i] = span;
+        if (kind >= 1)
+            w->stride[i] = 1;
+        if (kind == 2) {
+            w->kernel[i] = 1;
+            w->pad_lo[i] = w->pad_hi[i] = 0;
+        }
         wt->d[2 + i] = w->kernel[i];
     }
 }
@@ -406,7 +414,7 @@ static void test_fast_matches_reference(void **state)
         kiln_graph *g = kiln_graph_new();
         kiln_window win;
         kiln_shape xs, ws;
-        random_conv(&r, 1 + it % 3, &win, &xs, &ws);
+        random_conv(&r, 1 + it % 3, it / 3 % 3, &win, &xs, &ws);
         kiln_node *x = kiln_input(g, "x", KILN_F32, xs);
         kiln_node *w = kiln_input(g, "w", KILN_F32, ws);
         kiln_node *y = kiln_conv_op(g, KILN_OP_CONV, x, w, &win, NULL);

@@ -253,3 +253,20 @@ void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
 {
     gemm(ta, tb, m, n, k, alpha, a, b, 1.0f, out);
 }
+
+void kiln_cpu_gemm_serial(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                          const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float beta, float *out, int64_t ldo)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        for (int64_t i = 0; beta == 0.0f && i < m; i++)
+            memset(out + i * ldo, 0, (size_t)n * sizeof(float));
+        return;
+    }
+#ifdef KILN_HAVE_BLAS
+    pthread_once(&blas_once, blas_one_thread);
+#endif
+    gemm_one(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, out, ldo);
+}

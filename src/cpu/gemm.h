@@ -21,4 +21,11 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
 void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b, float *out);
 
+/* out = op(a) op(b) + beta out (beta 0: out is not read, or 1) on the
+   calling thread, with leading dimensions: for kernels that split their
+   own work over the pool (a convolution's images). */
+void kiln_cpu_gemm_serial(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                          const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float beta, float *out, int64_t ldo);
+
 #endif
