@@ -342,6 +342,10 @@ static void test_reductions(void **state)
         {KILN_SHAPE(300, 257), 1},    {KILN_SHAPE(300, 257), 2},
         {KILN_SHAPE(3, 40000), 2},    {KILN_SHAPE(40000, 3), 1},
         {KILN_SHAPE(2, 300, 600), 2}, {KILN_SHAPE(1, 513), 1},
+        /* [reduced, kept, reduced]: per-channel sums of NCHW */
+        {KILN_SHAPE(4, 3, 5, 7), 13}, {KILN_SHAPE(9, 33, 1, 17), 13},
+        {KILN_SHAPE(2, 3, 4, 5, 6), 25}, {KILN_SHAPE(1, 6, 1, 1), 13},
+        {KILN_SHAPE(3, 1, 5), 5},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         for (int op = 0; op < 2; op++) {

@@ -1,8 +1,11 @@
 /* Fast sum and max.  The input's axes are merged into at most three runs,
    [outer kept, reduced, inner kept]; rows (inner = 1) reduce contiguous
    runs, columns (inner > 1) accumulate whole rows into a block of partial
-   results.  Sums accumulate in double like the reference, so the two agree
-   to rounding.  Other axis patterns run the reference kernel. */
+   results.  The runs [reduced, kept, reduced] (a per-channel sum over
+   [N, C, H, W]: a bias's or a normalisation's gradient) reduce each kept
+   index's rows in turn.  Sums accumulate in double like the reference, so
+   the two agree to rounding.  Other axis patterns run the reference
+   kernel. */
 #include <math.h>
 
 #include "cpu/fast.h"
@@ -20,12 +23,17 @@ typedef struct reduce_job {
     float *o;
 } reduce_job;
 
-KILN_CLONES static float sum_row(const float *x, int64_t n)
+KILN_CLONES static double sum_row_d(const float *x, int64_t n)
 {
     double acc = 0;
     _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++)
         acc += (double)x[i];
-    return (float)acc;
+    return acc;
+}
+
+static float sum_row(const float *x, int64_t n)
+{
+    return (float)sum_row_d(x, n);
 }
 
 /* The largest of n floats; NaN when any is NaN (like the reference). */
@@ -106,10 +114,61 @@ static void cols_range(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The [reduced, kept, reduced] runs of s under axes: *outer x *kept x
+ *inner with outer and inner reduced; 0 for any other pattern. */
+static int middle_kept(kiln_shape s, unsigned axes, int64_t *outer,
+                       int64_t *kept, int64_t *inner)
+{
+    int64_t size[3] = {1, 1, 1};
+    int run = 0, started = 0;
+    for (int d = 0; d < s.ndim; d++) {
+        if (s.d[d] == 1)
+            continue;
+        int red = (axes >> d) & 1u, want = run != 1;
+        if (red != want) {
+            if (!started || ++run > 2)
+                return 0;
+        }
+        started = 1;
+        size[run] *= s.d[d];
+    }
+    *outer = size[0];
+    *kept = size[1];
+    *inner = size[2];
+    return run == 2;
+}
+
+/* o[c] over c in [lo, hi): every x[n, c, :] row summed, in double */
+static void middle_range(void *ctx, int64_t lo, int64_t hi)
+{
+    reduce_job *j = ctx;
+    for (int64_t c = lo; c < hi; c++) {
+        double acc = 0;
+        float m = -INFINITY;
+        for (int64_t b = 0; b < j->outer; b++) {
+            const float *row = j->x + (b * j->red + c) * j->inner;
+            if (!j->is_max) {
+                acc += sum_row_d(row, j->inner);
+                continue;
+            }
+            float v = kiln_row_max(row, j->inner);
+            if (m == m && (v > m || v != v)) /* NaN wins and stays */
+                m = v;
+        }
+        j->o[c] = j->is_max ? m : (float)acc;
+    }
+}
+
 static void run_reduce(const kiln_node *n, void *o, void *const *in, int is_max)
 {
     reduce_job j = {is_max, 0, 0, 0, 0, in[0], o};
     kiln_shape s = n->in[0]->shape;
+    if (kiln_shape_numel(s) &&
+        middle_kept(s, n->at.axes, &j.outer, &j.red, &j.inner)) {
+        /* red holds the kept size here */
+        kiln_par_for(j.red, j.outer * j.inner, middle_range, &j);
+        return;
+    }
     if (!kiln_reduce_split(s, n->at.axes, &j.outer, &j.red, &j.inner)) {
         kiln_ref_kernels[n->op](n, o, in);
         return;

@@ -17,13 +17,17 @@ typedef enum load_kind {
     LOAD_FULL,
     LOAD_SCALAR,
     LOAD_ROW,
+    LOAD_BLOCK, /* repeats every inner * period elements, each value inner times
+                 */
     LOAD_GENERAL
 } load_kind;
 
 typedef struct load_plan {
     load_kind kind;
     const float *x;
-    int64_t inner;             /* LOAD_ROW: the input repeats every inner */
+    int64_t inner;             /* LOAD_ROW: the input repeats every inner;
+                                  LOAD_BLOCK: each value lasts inner */
+    int64_t period;            /* LOAD_BLOCK: the input's numel */
     int64_t st[KILN_MAX_DIMS]; /* LOAD_GENERAL: broadcast strides */
 } load_plan;
 
@@ -41,6 +45,28 @@ static int is_row_broadcast(kiln_shape in, kiln_shape out)
     return off >= 0;
 }
 
+/* The input's dims that are not 1 are consecutive and equal the output's
+   there, and the output has more dims after them (a bias [1,C,1,1] over
+   [N,C,H,W]): element i reads (i / inner) mod numel(input), inner the
+   output's size after them.  *inner is set when it is. */
+static int is_block_broadcast(kiln_shape in, kiln_shape out, int64_t *inner)
+{
+    int off = out.ndim - in.ndim, first = 0, last = in.ndim - 1;
+    while (first < in.ndim && in.d[first] == 1)
+        first++;
+    while (last >= first && in.d[last] == 1)
+        last--;
+    if (off < 0 || last < first || last + off == out.ndim - 1)
+        return 0;
+    for (int d = first; d <= last; d++)
+        if (in.d[d] != out.d[d + off])
+            return 0;
+    *inner = 1;
+    for (int d = last + off + 1; d < out.ndim; d++)
+        *inner *= out.d[d];
+    return 1;
+}
+
 static void load_plan_init(load_plan *p, const kiln_node *n, int k,
                            const float *x)
 {
@@ -54,7 +80,10 @@ static void load_plan_init(load_plan *p, const kiln_node *n, int k,
         p->kind = LOAD_SCALAR;
     else if (is_row_broadcast(in, out))
         p->kind = LOAD_ROW;
-    else {
+    else if (is_block_broadcast(in, out, &p->inner)) {
+        p->kind = LOAD_BLOCK;
+        p->period = numel;
+    } else {
         p->kind = LOAD_GENERAL;
         kiln_broadcast_strides(in, out, p->st);
     }
@@ -89,6 +118,20 @@ static const float *load_block(const load_plan *p, kiln_shape out, int64_t base,
             buf[e] = p->x[j];
             if (++j == p->inner)
                 j = 0;
+        }
+        return buf;
+    }
+    case LOAD_BLOCK: {
+        /* runs of one value: a per-element offset costs a division per dim */
+        int64_t j = base / p->inner % p->period, r = base % p->inner;
+        for (int64_t e = 0; e < len;) {
+            int64_t run = p->inner - r < len - e ? p->inner - r : len - e;
+            float v = p->x[j];
+            for (int64_t q = 0; q < run; q++)
+                buf[e + q] = v;
+            e += run;
+            r = 0;
+            j = j + 1 == p->period ? 0 : j + 1;
         }
         return buf;
     }
