@@ -11,7 +11,8 @@
  *
  * The MNIST CNN: conv 1->32 5x5 pad 2, relu, maxpool 2, conv 32->64 5x5
  * pad 2, relu, maxpool 2, fc 3136->512, relu, fc 512->10, softmax
- * cross-entropy.  KILN_BENCH_SECONDS sets the timed duration (default 1).
+ * cross-entropy.  KILN_BENCH_SECONDS sets the timed duration (default 1);
+ * the result is the median of bench/timing.h's runs.
  * Also prints "GFLOPS <value> GFLOP/s": the convolutions' and dense layers'
  * multiply-adds per second (forward only for infer).
  */
@@ -21,18 +22,11 @@
 #include <string.h>
 
 #include "kiln.h"
-
-static double bench_seconds(void)
-{
-    const char *e = getenv("KILN_BENCH_SECONDS");
-    double v = e ? atof(e) : 1.0;
-    return v > 0 ? v : 1.0;
-}
+#include "timing.h"
 
 static void die(const char *what, const char *msg)
 {
-    fprintf(stderr, "cnn: %s: %s\n", what, msg);
-    exit(1);
+    bench_die("cnn", what, msg);
 }
 
 static kiln_node *var(kiln_graph *g, const char *name, kiln_shape s,
@@ -111,25 +105,6 @@ static void fill(kiln_tensor *t, uint64_t seed)
         kiln_tensor_f32(t)[i] = (float)kiln_rng_uniform(&r);
 }
 
-/* Seconds per run of f, after a warm-up of a tenth of the budget. */
-static double time_runs(kiln_function *f, kiln_session *s,
-                        kiln_tensor *const *in, kiln_tensor *const *out)
-{
-    double budget = bench_seconds(), t0 = kiln_now(), t;
-    while (kiln_now() - t0 < 0.1 * budget)
-        if (kiln_run(f, in, out) != KILN_OK)
-            die("run", kiln_session_error(s));
-    long runs = 0;
-    t0 = kiln_now();
-    do {
-        for (int i = 0; i < 4; i++)
-            kiln_run(f, in, out);
-        runs += 4;
-        t = kiln_now() - t0;
-    } while (t < budget);
-    return t / (double)runs;
-}
-
 typedef struct bench {
     kiln_session *s;
     kiln_graph *g;
@@ -186,7 +161,7 @@ static int cmd_train(int batch)
     kiln_node *outs[2] = {loss, kiln_optimizer_build_step(b.opt, b.g, loss)};
     kiln_node *ins[2] = {x, y};
     compile(&b, outs, 2, ins, 2);
-    double sec = time_runs(b.f, b.s, b.in, b.out);
+    double sec = bench_time_fn(b.f, b.in, b.out, bench_seconds());
     printf("RESULT %.1f samples/s\n", batch / sec);
     printf("GFLOPS %.1f GFLOP/s\n", 3 * mnist_cnn_flops() * batch / sec / 1e9);
     fprintf(stderr, "loss after the runs: %g\n", kiln_tensor_f32(b.out[0])[0]);
@@ -213,7 +188,7 @@ static int cmd_resblock(int batch)
     kiln_tensor *res[8] = {b.out[0]};
     for (int i = 1; i < 8; i++)
         res[i] = kiln_function_new_output(b.f, i);
-    double sec = time_runs(b.f, b.s, b.in, res);
+    double sec = bench_time_fn(b.f, b.in, res, bench_seconds());
     printf("RESULT %.1f samples/s\n", batch / sec);
     printf("GFLOPS %.1f GFLOP/s\n",
            3 * 2 * 2.0 * 32 * 32 * 64 * 576 * batch / sec / 1e9);
@@ -230,7 +205,7 @@ static int cmd_infer(int batch)
     kiln_node *x = kiln_input(b.g, "X", KILN_F32, KILN_SHAPE(batch, 1, 28, 28));
     kiln_node *logits = mnist_cnn(b.g, x);
     compile(&b, &logits, 1, &x, 1);
-    double sec = time_runs(b.f, b.s, b.in, b.out);
+    double sec = bench_time_fn(b.f, b.in, b.out, bench_seconds());
     printf("RESULT %.2f us\n", sec * 1e6);
     printf("GFLOPS %.1f GFLOP/s\n", mnist_cnn_flops() * batch / sec / 1e9);
     bench_free(&b);

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 
 #include "kiln.h"
+#include "timing.h"
 
 enum { MAX_LAYERS = 8 };
 
@@ -42,17 +43,9 @@ static int parse_layers(const char *s, net *m)
     return m->n >= 2 ? 0 : -1;
 }
 
-static double bench_seconds(void)
-{
-    const char *e = getenv("KILN_BENCH_SECONDS");
-    double v = e ? atof(e) : 1.0;
-    return v > 0 ? v : 1.0;
-}
-
 static void die(const char *what, const char *msg)
 {
-    fprintf(stderr, "kiln_bench: %s: %s\n", what, msg);
-    exit(1);
+    bench_die("kiln_bench", what, msg);
 }
 
 typedef struct model {

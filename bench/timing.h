@@ -1,4 +1,5 @@
-/* Timing shared by the kernel benchmarks (bench/conv.c, bench/pool.c): the
+/* Timing shared by the benchmarks (bench/conv.c, bench/pool.c,
+   bench/cnn.c, bench/kiln_bench.c): the timed duration, failing, and the
    median time of a compiled function's run. */
 #ifndef KILN_BENCH_TIMING_H
 #define KILN_BENCH_TIMING_H
@@ -16,6 +17,22 @@ static inline double bench_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* KILN_BENCH_SECONDS, the timed duration of one measurement (default 1). */
+static inline double bench_seconds(void)
+{
+    const char *e = getenv("KILN_BENCH_SECONDS");
+    double v = e ? atof(e) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+/* Prints "<prog>: what: msg" and exits 1. */
+static inline void bench_die(const char *prog, const char *what,
+                             const char *msg)
+{
+    fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
+    exit(1);
 }
 
 static inline int bench_by_value(const void *a, const void *b)
