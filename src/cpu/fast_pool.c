@@ -1,28 +1,13 @@
 /* Fast kernels of the pooling group, threaded over the N*C planes: max
    pooling with a vectorised path for 2x2 windows of stride 2 (the common
-   CNN case) and the reference's scan for other windows; resample2d with
-   each chunk of columns' taps computed once for all the rows of a share. */
+   CNN case) and the reference's scan for other windows (resample2d's are
+   in fast_resample.c). */
 #include <math.h>
 #include <string.h>
 
 #include "cpu/fast.h"
 #include "cpu/pool.h"
 #include "cpu/pool_kernels.h"
-
-typedef struct pool_job {
-    const kiln_window *w;
-    kiln_planes p;
-    const float *x, *v; /* x, and dy (grad) or a (gather) */
-    float *y;
-} pool_job;
-
-static pool_job job_of(const kiln_node *n, kiln_shape x, kiln_shape y,
-                       void *out, void *const *in)
-{
-    pool_job j = {&n->at.win, kiln_planes_of(x, y), in[0],
-                  n->n_in > 1 ? in[1] : NULL, out};
-    return j;
-}
 
 /* Windows 2x2, stride 2, no padding or dilation, all inside the input. */
 static int is_2x2(const kiln_window *w, const kiln_planes *p)
@@ -158,7 +143,7 @@ KILN_CLONES static void max_2x2_grad_row(const float *r0, const float *r1,
 
 static void max_pool_range(void *ctx, int64_t lo, int64_t hi)
 {
-    pool_job *j = ctx;
+    kiln_pool_job *j = ctx;
     const kiln_planes *p = &j->p;
     int fast = is_2x2(j->w, p);
     for (int64_t k = lo; k < hi; k++) {
@@ -178,14 +163,14 @@ static void max_pool_range(void *ctx, int64_t lo, int64_t hi)
 
 void kiln_fast_MAX_POOL2D(const kiln_node *n, void *out, void *const *in)
 {
-    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
+    kiln_pool_job j = kiln_pool_job_of(n, n->in[0]->shape, n->shape, out, in);
     int64_t cost = j.p.ih * j.p.iw + j.p.oh * j.p.ow;
     kiln_par_for(j.p.n, cost, max_pool_range, &j);
 }
 
 /* One plane of dx for 2x2 windows: the windows' rows, then zeros for a
    last odd row or column no window covers. */
-static void max_2x2_grad_plane(const pool_job *j, const float *x,
+static void max_2x2_grad_plane(const kiln_pool_job *j, const float *x,
                                const float *dy, float *dx)
 {
     const kiln_planes *p = &j->p;
@@ -202,7 +187,7 @@ static void max_2x2_grad_plane(const pool_job *j, const float *x,
 
 static void max_pool_grad_range(void *ctx, int64_t lo, int64_t hi)
 {
-    pool_job *j = ctx;
+    kiln_pool_job *j = ctx;
     const kiln_planes *p = &j->p;
     int64_t plane = p->ih * p->iw, oplane = p->oh * p->ow;
     int fast = is_2x2(j->w, p);
@@ -226,14 +211,15 @@ static void max_pool_grad_range(void *ctx, int64_t lo, int64_t hi)
 
 void kiln_fast_MAX_POOL2D_GRAD(const kiln_node *n, void *out, void *const *in)
 {
-    pool_job j = job_of(n, n->in[0]->shape, n->in[1]->shape, out, in);
+    kiln_pool_job j =
+        kiln_pool_job_of(n, n->in[0]->shape, n->in[1]->shape, out, in);
     int64_t cost = 2 * j.p.ih * j.p.iw + j.p.oh * j.p.ow;
     kiln_par_for(j.p.n, cost, max_pool_grad_range, &j);
 }
 
 static void max_pool_gather_range(void *ctx, int64_t lo, int64_t hi)
 {
-    pool_job *j = ctx;
+    kiln_pool_job *j = ctx;
     const kiln_planes *p = &j->p;
     int64_t plane = p->ih * p->iw;
     float best;
@@ -250,91 +236,7 @@ static void max_pool_gather_range(void *ctx, int64_t lo, int64_t hi)
 
 void kiln_fast_MAX_POOL2D_GATHER(const kiln_node *n, void *out, void *const *in)
 {
-    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
+    kiln_pool_job j = kiln_pool_job_of(n, n->in[0]->shape, n->shape, out, in);
     int64_t cost = j.p.ih * j.p.iw + j.p.oh * j.p.ow;
     kiln_par_for(j.p.n, cost, max_pool_gather_range, &j);
-}
-
-/* ------------------------------------------------------------ resample2d */
-
-enum { COLS = 128 };
-
-/* Output (i, cols) of plane x: each row tap's row, weighted, through the
-   column taps tw. */
-static void resample_row(const pool_job *j, const float *x, int64_t i,
-                         const kiln_taps *tw, int64_t cols, float *y)
-{
-    const kiln_planes *p = &j->p;
-    kiln_taps th = kiln_resample_taps(j->w, 0, p->ih, p->oh, i);
-    float acc[COLS] = {0};
-    for (int64_t a = 0; a < th.count; a++) {
-        const float *r = x + (th.start + a * th.step) * p->iw;
-        float wa = a ? th.w1 : th.w0;
-        for (int64_t c = 0; c < cols; c++) {
-            const kiln_taps *t = &tw[c];
-            float s = 0;
-            for (int64_t b = 0; b < t->count; b++)
-                s += (b ? t->w1 : t->w0) * r[t->start + b * t->step];
-            acc[c] += wa * s;
-        }
-    }
-    memcpy(y, acc, (size_t)cols * sizeof *y);
-}
-
-static void resample_range(void *ctx, int64_t lo, int64_t hi)
-{
-    pool_job *j = ctx;
-    const kiln_planes *p = &j->p;
-    kiln_taps tw[COLS];
-    for (int64_t c0 = 0; c0 < p->ow; c0 += COLS) {
-        int64_t cols = p->ow - c0 < COLS ? p->ow - c0 : COLS;
-        for (int64_t c = 0; c < cols; c++)
-            tw[c] = kiln_resample_taps(j->w, 1, p->iw, p->ow, c0 + c);
-        for (int64_t k = lo; k < hi; k++)
-            for (int64_t i = 0; i < p->oh; i++)
-                resample_row(j, j->x + k * p->ih * p->iw, i, tw, cols,
-                             j->y + (k * p->oh + i) * p->ow + c0);
-    }
-}
-
-void kiln_fast_RESAMPLE2D(const kiln_node *n, void *out, void *const *in)
-{
-    pool_job j = job_of(n, n->in[0]->shape, n->shape, out, in);
-    kiln_par_for(j.p.n, 4 * j.p.oh * j.p.ow, resample_range, &j);
-}
-
-/* The transpose, one plane at a time: dy rows spread over the taps. */
-static void resample_grad_range(void *ctx, int64_t lo, int64_t hi)
-{
-    pool_job *j = ctx;
-    const kiln_planes *p = &j->p;
-    kiln_taps tw[COLS];
-    for (int64_t k = lo; k < hi; k++)
-        memset(j->y + k * p->ih * p->iw, 0,
-               (size_t)(p->ih * p->iw) * sizeof(float));
-    for (int64_t c0 = 0; c0 < p->ow; c0 += COLS) {
-        int64_t cols = p->ow - c0 < COLS ? p->ow - c0 : COLS;
-        for (int64_t c = 0; c < cols; c++)
-            tw[c] = kiln_resample_taps(j->w, 1, p->iw, p->ow, c0 + c);
-        for (int64_t k = lo; k < hi; k++)
-            for (int64_t i = 0; i < p->oh; i++) {
-                kiln_taps th = kiln_resample_taps(j->w, 0, p->ih, p->oh, i);
-                const float *dy = j->x + (k * p->oh + i) * p->ow + c0;
-                for (int64_t a = 0; a < th.count; a++) {
-                    float *r =
-                        j->y + (k * p->ih + th.start + a * th.step) * p->iw;
-                    float wa = a ? th.w1 : th.w0;
-                    for (int64_t c = 0; c < cols; c++)
-                        for (int64_t b = 0; b < tw[c].count; b++)
-                            r[tw[c].start + b * tw[c].step] +=
-                                wa * (b ? tw[c].w1 : tw[c].w0) * dy[c];
-                }
-            }
-    }
-}
-
-void kiln_fast_RESAMPLE2D_GRAD(const kiln_node *n, void *out, void *const *in)
-{
-    pool_job j = job_of(n, n->shape, n->in[0]->shape, out, in);
-    kiln_par_for(j.p.n, 4 * j.p.oh * j.p.ow, resample_grad_range, &j);
 }

@@ -49,6 +49,25 @@ static inline int64_t kiln_window_argmax(const kiln_window *w, const float *x,
     return arg;
 }
 
+/* What a fast kernel's shares read: the window, the planes, the inputs
+   and the output. */
+typedef struct kiln_pool_job {
+    const kiln_window *w;
+    kiln_planes p;
+    const float *x, *v; /* x (dy for resample2d_grad); max pooling's dy or a */
+    float *y;
+} kiln_pool_job;
+
+/* x: the input side's shape, y: the output side's. */
+static inline kiln_pool_job kiln_pool_job_of(const kiln_node *n, kiln_shape x,
+                                             kiln_shape y, void *out,
+                                             void *const *in)
+{
+    kiln_pool_job j = {&n->at.win, kiln_planes_of(x, y), in[0],
+                       n->n_in > 1 ? in[1] : NULL, out};
+    return j;
+}
+
 #define KILN_POOL_KERNEL(name)                                                 \
     void name(const kiln_node *n, void *out, void *const *in);
 KILN_POOL_KERNEL(kiln_ref_max_pool2d)
