@@ -385,6 +385,59 @@ static void test_gradients_by_finite_differences(void **state)
     }
 }
 
+/* y, dx, dweight and dbias of a layer with reference or fast kernels. */
+static void run_kernels(norm_kind k, kiln_shape xs, int training, int reference,
+                        kiln_tensor **out)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_rng r;
+    kiln_rng_seed(&r, 3);
+    kiln_node *wrt[3], *outs[4];
+    outs[0] = grad_layer(g, k, xs, wrt);
+    kiln_node *loss = weighted_sum(g, &r, outs[0]);
+    assert_int_equal(kiln_grads(g, loss, NULL, wrt, 3, outs + 1), KILN_OK);
+    kiln_session_options o = {
+        .seed = 9, .threads = 2, .reference_kernels = reference ? 1 : -1};
+    kiln_session *s = kiln_session_new(&o);
+    kiln_session_set_training(s, training);
+    th_run(s, g, outs, 4, NULL, NULL, 0, out);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
+/* The fast kernels (vectorised, on 2 threads) against the reference on
+   shapes with odd and size-1 dims, both modes, every layer. */
+static void test_fast_kernels_match_reference(void **state)
+{
+    (void)state;
+    const struct {
+        norm_kind k;
+        kiln_shape s;
+    } cases[] = {
+        {BN, KILN_SHAPE(7, 5, 3, 9)}, {BN, KILN_SHAPE(2, 1, 1, 33)},
+        {BN, KILN_SHAPE(33, 17)},     {BN, KILN_SHAPE(16, 64, 8, 8)},
+        {LN, KILN_SHAPE(5, 1, 31)},   {LN, KILN_SHAPE(9, 130)},
+        {GN, KILN_SHAPE(3, 6, 5, 5)}, {GN, KILN_SHAPE(4, 32, 16, 16)},
+        {IN, KILN_SHAPE(2, 5, 1, 7)}, {IN, KILN_SHAPE(5, 3, 1, 1)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int training = 0; training <= 1; training++) {
+            if (cases[i].k == IN && cases[i].s.d[2] * cases[i].s.d[3] == 1 &&
+                training)
+                continue;
+            kiln_tensor *ref[4], *fast[4];
+            run_kernels(cases[i].k, cases[i].s, training, 1, ref);
+            run_kernels(cases[i].k, cases[i].s, training, 0, fast);
+            for (int j = 0; j < 4; j++) {
+                th_assert_close_f("fast", kiln_tensor_f32(fast[j]),
+                                  kiln_tensor_f32(ref[j]),
+                                  kiln_tensor_numel(ref[j]), 1e-4, 1e-5);
+                kiln_tensor_free(ref[j]);
+                kiln_tensor_free(fast[j]);
+            }
+        }
+}
+
 /* Compiling something that does not need the output leaves the running
    statistics alone; compiling the output updates them with no doall. */
 static void test_updates_follow_the_output(void **state)
@@ -505,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_batch_norm_large_offset),
         cmocka_unit_test(test_layer_group_instance_norm_match_pytorch),
         cmocka_unit_test(test_gradients_by_finite_differences),
+        cmocka_unit_test(test_fast_kernels_match_reference),
         cmocka_unit_test(test_updates_follow_the_output),
         cmocka_unit_test(test_errors),
     };

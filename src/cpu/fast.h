@@ -33,6 +33,8 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
     /* pooling group (cpu/fast_pool.c) */                                     \
     X(MAX_POOL2D) X(MAX_POOL2D_GRAD) X(MAX_POOL2D_GATHER) X(RESAMPLE2D)        \
         X(RESAMPLE2D_GRAD)                                                     \
+    /* normalisation (cpu/fast_norm.c) */                                     \
+    X(NORM_STATS) X(NORM) X(NORM_GRAD) X(NORM_PARAM_GRAD)                      \
     /* indexing group (cpu/index_fast.c) */                                   \
     KILN_FAST_INDEX_OPS(X)
 #define KILN_FAST_INDEX_OPS(X)                                                 \
