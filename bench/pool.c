@@ -19,34 +19,6 @@ static const struct {
     int64_t c, h;
 } CASES[] = {{"mnist1", 32, 28}, {"mnist2", 64, 14}};
 
-static void bench(kiln_session *s, kiln_graph *g, kiln_node **outs, int n_out,
-                  kiln_node **ins, const char *what, double budget)
-{
-    kiln_function *f = kiln_compile(s, g, outs, n_out, ins, 2);
-    if (!f) {
-        fprintf(stderr, "pool: %s\n", kiln_session_error(s));
-        exit(1);
-    }
-    kiln_tensor *in[2], *out[2];
-    kiln_rng r;
-    kiln_rng_seed(&r, 1);
-    for (int i = 0; i < 2; i++) {
-        in[i] = kiln_tensor_new(KILN_F32, kiln_node_shape(ins[i]));
-        float *p = kiln_tensor_f32(in[i]);
-        for (int64_t e = 0; e < kiln_tensor_numel(in[i]); e++)
-            p[e] = (float)kiln_rng_uniform(&r) - 0.5f;
-    }
-    for (int i = 0; i < n_out; i++)
-        out[i] = kiln_function_new_output(f, i);
-    printf("KERNEL %s %.3f ms\n", what,
-           1e3 * bench_time_fn(f, in, out, budget));
-    for (int i = 0; i < 2; i++)
-        kiln_tensor_free(in[i]);
-    for (int i = 0; i < n_out; i++)
-        kiln_tensor_free(out[i]);
-    kiln_function_free(f);
-}
-
 int main(int argc, char **argv)
 {
     int c = -1;
@@ -72,9 +44,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "pool: %s\n", kiln_graph_error(g));
         return 1;
     }
-    bench(s, g, out, 1, ins, "fwd", budget);
-    bench(s, g, out + 1, 1, ins, "bwd", budget);
-    bench(s, g, out, 2, ins, "fwd+bwd", budget);
+    bench_report(s, g, out, 1, ins, 2, "fwd", budget, "pool");
+    bench_report(s, g, out + 1, 1, ins, 2, "bwd", budget, "pool");
+    bench_report(s, g, out, 2, ins, 2, "fwd+bwd", budget, "pool");
     kiln_graph_free(g);
     kiln_session_free(s);
     return 0;

@@ -64,4 +64,37 @@ static inline double bench_time_fn(kiln_function *f, kiln_tensor **in,
     return t[BENCH_REPS / 2];
 }
 
+/* Compiles outputs of g fed by n_in inputs (uniform in [-0.5, 0.5)),
+   prints "KERNEL <what> <ms> ms" of its median run; exits on failure
+   (prog names the benchmark). */
+static inline void bench_report(kiln_session *s, kiln_graph *g,
+                                kiln_node **outs, int n_out, kiln_node **ins,
+                                int n_in, const char *what, double budget,
+                                const char *prog)
+{
+    kiln_function *f = kiln_compile(s, g, outs, n_out, ins, n_in);
+    if (!f) {
+        fprintf(stderr, "%s: %s\n", prog, kiln_session_error(s));
+        exit(1);
+    }
+    kiln_tensor *in[8], *out[8];
+    kiln_rng r;
+    kiln_rng_seed(&r, 1);
+    for (int i = 0; i < n_in; i++) {
+        in[i] = kiln_tensor_new(KILN_F32, kiln_node_shape(ins[i]));
+        float *p = kiln_tensor_f32(in[i]);
+        for (int64_t e = 0; e < kiln_tensor_numel(in[i]); e++)
+            p[e] = (float)kiln_rng_uniform(&r) - 0.5f;
+    }
+    for (int i = 0; i < n_out; i++)
+        out[i] = kiln_function_new_output(f, i);
+    printf("KERNEL %s %.3f ms\n", what,
+           1e3 * bench_time_fn(f, in, out, budget));
+    for (int i = 0; i < n_in; i++)
+        kiln_tensor_free(in[i]);
+    for (int i = 0; i < n_out; i++)
+        kiln_tensor_free(out[i]);
+    kiln_function_free(f);
+}
+
 #endif

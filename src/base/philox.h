@@ -32,15 +32,15 @@ static inline kiln_philox_out kiln_philox4x32(const uint32_t c[4], uint32_t k0,
     return (kiln_philox_out){{x0, x1, x2, x3}};
 }
 
-/* The 32 random bits of element i of stream at (seed, step): word i % 4 of
-   the block for counter (i / 4, stream, step) under the seed's two
-   words. */
-static inline uint32_t kiln_philox_bits(uint64_t seed, uint64_t step,
-                                        uint32_t stream, uint64_t i)
+/* The block holding the 32 random bits of element i of stream at (seed,
+   step): word i % 4 of the block for counter (i / 4, stream, step) under
+   the seed's two words. */
+static inline kiln_philox_out kiln_philox_block(uint64_t seed, uint64_t step,
+                                                uint32_t stream, uint64_t i)
 {
     uint32_t c[4] = {(uint32_t)(i >> 2), stream ^ (uint32_t)(i >> 34) << 24,
                      (uint32_t)step, (uint32_t)(step >> 32)};
-    return kiln_philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32)).v[i & 3];
+    return kiln_philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
 #endif
