@@ -215,8 +215,8 @@ kiln_node *kiln_index_select(kiln_graph *g, kiln_node *x, int axis,
 /* torch.index_add: x (f32) plus src's slice k added into x's slice idx[k]
    along axis (repeated indices accumulate); src is x's shape with K on
    axis. */
-kiln_node *kiln_index_add(kiln_graph *g, kiln_node *x, int axis,
-                           kiln_node *idx, kiln_node *src);
+kiln_node *kiln_index_add(kiln_graph *g, kiln_node *x, int axis, kiln_node *idx,
+                          kiln_node *src);
 /* torch.gather (take_along_axis): out[p] = x[p with axis coordinate
    idx[p]]; idx has x's rank and no larger size on the other axes; the
    result has idx's shape. */
@@ -229,6 +229,48 @@ kiln_node *kiln_scatter_add(kiln_graph *g, kiln_node *x, int axis,
 /* Embedding lookup: rows of table [V, D] at i32 ids of any shape, giving
    ids' shape + [D] (an id outside [0, V) is a run-time error). */
 kiln_node *kiln_embedding(kiln_graph *g, kiln_node *table, kiln_node *ids);
+
+/* ---------------------------------------------- scans and small ops
+   (issue 12) */
+
+/* torch.cumsum along axis (f32; accumulates in double). */
+kiln_node *kiln_cumsum(kiln_graph *g, kiln_node *x, int axis);
+/* Product over the axes in the mask (1 over none); the gradient is
+   PyTorch's, zeros included. */
+kiln_node *kiln_prod(kiln_graph *g, kiln_node *x, unsigned axes, int keepdims);
+/* torch.topk(x, k, axis, largest=True, sorted=True): *values (f32,
+   differentiable) and *indices (i32) of the k largest along axis, largest
+   first, NaN largest, equal values by lower index.  KILN_OK or the
+   graph's error (k outside [0, size], bad axis; both outputs poisoned). */
+kiln_status kiln_topk(kiln_graph *g, kiln_node *x, int k, int axis,
+                      kiln_node **values, kiln_node **indices);
+/* torch.masked_fill: value where mask (f32 nonzero, or i32 nonzero,
+   broadcast to x's shape) is set, x elsewhere. */
+kiln_node *kiln_masked_fill(kiln_graph *g, kiln_node *x, kiln_node *mask,
+                            float value);
+/* torch.tril / torch.triu over the last two dims (>= 2 dims): x on and
+   below (above) diagonal k, 0 elsewhere. */
+kiln_node *kiln_tril(kiln_graph *g, kiln_node *x, int k);
+kiln_node *kiln_triu(kiln_graph *g, kiln_node *x, int k);
+/* F.leaky_relu (gradient slope at 0) and F.elu (alpha expm1(x) for x <=
+   0). */
+kiln_node *kiln_leaky_relu(kiln_graph *g, kiln_node *x, float slope);
+kiln_node *kiln_elu(kiln_graph *g, kiln_node *x, float alpha);
+/* torch.clamp(x, lo, hi): gradient 1 on [lo, hi]; infinite bounds make
+   it one-sided; a NaN bound poisons the graph. */
+kiln_node *kiln_clamp(kiln_graph *g, kiln_node *x, float lo, float hi);
+/* torch.amin over the axes (ties share the gradient, as amin). */
+kiln_node *kiln_reduce_min(kiln_graph *g, kiln_node *x, unsigned axes,
+                           int keepdims);
+/* torch.logsumexp over the axes, stable (shifted by the max). */
+kiln_node *kiln_logsumexp(kiln_graph *g, kiln_node *x, unsigned axes,
+                          int keepdims);
+/* torch.var / torch.std over the axes with the given correction (1:
+   unbiased, 0: biased). */
+kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
+                         float correction, int keepdims);
+kiln_node *kiln_std(kiln_graph *g, kiln_node *x, unsigned axes,
+                    float correction, int keepdims);
 
 /* ---------------------------------------------- state ops */
 

@@ -6,6 +6,7 @@
 #include "cpu/conv.h"
 #include "cpu/fused.h"
 #include "cpu/index.h"
+#include "cpu/scan.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_kernels.h"
 #include "cpu/norm.h"
@@ -499,6 +500,9 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_INDEX_ADD kiln_ref_INDEX_ADD
 #define ref_GATHER kiln_ref_GATHER
 #define ref_SCATTER_ADD kiln_ref_SCATTER_ADD
+#define ref_CUMSUM kiln_ref_CUMSUM
+#define ref_PROD kiln_ref_PROD
+#define ref_TOPK kiln_ref_TOPK
 #define ref_INPUT NULL
 #define ref_CONSTANT NULL
 #define ref_VARIABLE NULL

@@ -94,6 +94,9 @@ int kiln_index_sym(const kiln_node *n, unsigned *sym)
     case KILN_OP_GATHER:
         *sym = n->in[1]->shape.sym;
         return 1;
+    case KILN_OP_TOPK:
+        *sym = x & ~(1u << a);
+        return 1;
     default:
         return 0;
     }

@@ -10,6 +10,9 @@
 kiln_node *kiln_index_op(kiln_graph *g, kiln_op op, kiln_node *x, int axis,
                          kiln_node *idx, kiln_node *src, const char *fn);
 
+/* cumsum along a non-negative axis, without the public checks. */
+kiln_node *kiln_cumsum_op(kiln_graph *g, kiln_node *x, int axis);
+
 /* The symbolic axes of n when its op is one of the indexing block's whose
    result does not keep its first input's axes (*sym set, returns 1);
    else 0. */

@@ -90,8 +90,8 @@ kiln_status kiln_infer_map(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
     return KILN_OK;
 }
 
-/* Reductions over the axes of a mask; a sum over nothing is 0, but a max
-   has no value (docs/ops.md, "Zero-size dimensions"). */
+/* Reductions over the axes of a mask; a sum over nothing is 0 (a product
+   1), but a max has no value (docs/ops.md, "Zero-size dimensions"). */
 kiln_status kiln_infer_reduce(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
                               char *why, size_t len)
 {
@@ -109,7 +109,7 @@ kiln_status kiln_infer_reduce(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
     for (int d = 0; d < x.ndim; d++) {
         if (!(axes & (1u << d)))
             s->d[s->ndim++] = x.d[d];
-        else if (x.d[d] == 0 && n->op != KILN_OP_SUM)
+        else if (x.d[d] == 0 && n->op != KILN_OP_SUM && n->op != KILN_OP_PROD)
             return kiln_infer_why(why, len, KILN_ERR_SHAPE,
                                   "cannot reduce over a zero-size dimension "
                                   "(axis %d of %s)",

@@ -119,5 +119,82 @@ def index_cases():
     index_case("embedding", "embedding", 0, U((7, 4)), I((2, 3), 7))
 
 
+def unary_case(name, op, params, x, fn, extra=()):
+    """params <op> <params...>: y = fn(x) for the op of tests/test_seqops.c
+    (extra inputs, such as a mask, go in before gy)."""
+    tx = T(x, True)
+    y = fn(tx)
+    gy = U(tuple(y.shape))
+    write(name, [op, *params], [("x", x), *extra, ("gy", gy)],
+          [("y", y), ("dx", grads(y, gy, tx)[0])])
+
+
+def with_zeros(a, at):
+    a = a.copy()
+    for i in at:
+        a.flat[i] = 0.0
+    return a
+
+
+def seq_cases():
+    unary_case("cumsum_axis1", "cumsum", [1], U((3, 5)),
+               lambda t: torch.cumsum(t, 1))
+    unary_case("cumsum_axis0", "cumsum", [0], U((4, 2, 3)),
+               lambda t: torch.cumsum(t, 0))
+    # prod: axes mask, keepdims
+    unary_case("prod_axis1", "prod", [2, 0], U((3, 4), 0.5, 1.5),
+               lambda t: torch.prod(t, 1))
+    unary_case("prod_zeros", "prod", [2, 1],
+               with_zeros(U((4, 3)), [0, 3, 5]),
+               lambda t: torch.prod(t, 1, keepdim=True))
+    unary_case("prod_all", "prod", [3, 0], U((2, 3), 0.5, 1.5),
+               lambda t: torch.prod(t))
+    x = rng.permutation(18).astype(np.float32).reshape(3, 6) / 10
+    vals, idx = torch.topk(T(x), 3, 1)
+    unary_case("topk", "topk", [3, 1], x, lambda t: torch.topk(t, 3, 1)[0])
+    with open(os.path.join(OUT, "topk.txt"), "a") as f:
+        f.write(fmt("out", "idx", idx.numpy()))
+    mask = (rng.random((3, 4)) < 0.5).astype(np.float32)
+    unary_case("masked_fill", "masked_fill", [-5.0], U((2, 3, 4)),
+               lambda t: t.masked_fill(T(mask).bool(), -5.0),
+               [("mask", mask)])
+    imask = (rng.random((2, 1, 4)) < 0.5).astype(np.int32)
+    unary_case("masked_fill_i32", "masked_fill", [2.5], U((2, 3, 4)),
+               lambda t: t.masked_fill(T(imask).bool(), 2.5),
+               [("mask", imask)])
+    for k in (0, -1, 2):
+        unary_case(f"tril_k{k}".replace("-", "m"), "tril", [k], U((2, 4, 5)),
+                   lambda t: torch.tril(t, k))
+        unary_case(f"triu_k{k}".replace("-", "m"), "triu", [k], U((2, 4, 5)),
+                   lambda t: torch.triu(t, k))
+    kinks = with_zeros(U((3, 4), -2, 2), [1, 6])
+    unary_case("leaky_relu", "leaky_relu", [0.1], kinks,
+               lambda t: F.leaky_relu(t, 0.1))
+    big = kinks.copy()
+    big.flat[2] = 100.0
+    unary_case("elu", "elu", [1.5], big, lambda t: F.elu(t, 1.5))
+    # bounds as float32 values, so that the inputs on them are on them
+    lo, hi = float(np.float32(-0.3)), float(np.float32(0.4))
+    edges = U((3, 4))
+    edges.flat[0], edges.flat[5] = lo, hi
+    unary_case("clamp", "clamp", [lo, hi], edges,
+               lambda t: torch.clamp(t, lo, hi))
+    ties = U((3, 4))
+    ties.flat[1] = ties.flat[3] = -1.5
+    unary_case("reduce_min", "reduce_min", [2, 0], ties,
+               lambda t: torch.amin(t, 1))
+    unary_case("logsumexp", "logsumexp", [2, 0], U((3, 5), -30, 30),
+               lambda t: torch.logsumexp(t, 1))
+    unary_case("logsumexp_keep", "logsumexp", [1, 1], U((3, 4)),
+               lambda t: torch.logsumexp(t, 0, keepdim=True))
+    # variance: axes mask, correction, keepdims
+    unary_case("variance_unbiased", "variance", [2, 1, 0], U((3, 5)),
+               lambda t: torch.var(t, 1))
+    unary_case("variance_biased", "variance", [1, 0, 1], U((4, 3)),
+               lambda t: torch.var(t, 0, unbiased=False, keepdim=True))
+    unary_case("std", "std", [3, 1, 0], U((3, 4)), lambda t: torch.std(t))
+
+
 if __name__ == "__main__":
     index_cases()
+    seq_cases()
