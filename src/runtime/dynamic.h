@@ -11,12 +11,14 @@
    and the modes set for the graph.  The graph itself is never written by a
    run, so several sessions can run one graph, each with its own state. */
 struct kiln_run_state {
-    uint64_t graph_id;   /* the graph's id (ids are never reused) */
-    unsigned gen;        /* the graph's generation the values belong to */
-    int cap;             /* length of the per-node arrays */
-    void **value;        /* computed value, fed input or variable storage */
-    void **block;        /* workspace block of a computed value, kept while its
-                            value is stale so recomputing it reuses the block */
+    uint64_t graph_id; /* the graph's id (ids are never reused) */
+    unsigned gen;      /* the graph's generation the values belong to */
+    int cap;           /* length of the per-node arrays */
+    int used;     /* entries [0, used) may be set this generation: the largest
+                     node count sized for, so a reset clears only those */
+    void **value; /* computed value, fed input or variable storage */
+    void **block; /* workspace block of a computed value, kept while its
+                     value is stale so recomputing it reuses the block */
     kiln_node **grad;    /* adjoint node after kiln_backward */
     unsigned char *keep; /* kept by backward itself with checkpointing on:
                             the loss, gradients of variables and debug nodes */

@@ -34,7 +34,8 @@ void kiln_run_free_all(kiln_session *s)
    reservation stay. */
 static void run_reset(kiln_run_state *rs, unsigned gen)
 {
-    size_t n = (size_t)rs->cap;
+    size_t n = (size_t)rs->used;
+    rs->used = 0;
     if (n) {
         memset(rs->value, 0, n * sizeof *rs->value);
         memset(rs->block, 0, n * sizeof *rs->block);
@@ -78,6 +79,8 @@ static int grow(void **p, int old, int cap, size_t size)
 /* Room for every node of g in the per-node arrays. */
 static int run_fit(kiln_run_state *rs, const kiln_graph *g)
 {
+    if (g->n_nodes > rs->used && g->n_nodes <= rs->cap)
+        rs->used = g->n_nodes;
     if (g->n_nodes <= rs->cap)
         return 1;
     int cap = rs->cap ? rs->cap : 64;
@@ -89,6 +92,7 @@ static int run_fit(kiln_run_state *rs, const kiln_graph *g)
         !grow((void **)&rs->keep, rs->cap, cap, sizeof *rs->keep))
         return 0;
     rs->cap = cap;
+    rs->used = g->n_nodes;
     return 1;
 }
 
