@@ -27,7 +27,7 @@ typedef struct tensor_ref {
 
 typedef struct conv_ref {
     char op[16];
-    int nd, stride[2], pad[2], dil[2], outpad[2], groups, same, bias;
+    int nd, stride[2], pad[2], dil[2], outpad[2], groups, same, bias, relu;
     tensor_ref t[MAXT];
     int n;
 } conv_ref;
@@ -58,10 +58,10 @@ static void ref_load(const char *name, conv_ref *r)
     if (!f)
         fail_msg("cannot open %s (run tests/ref/make_conv_refs.py)", path);
     memset(r, 0, sizeof *r);
-    if (fscanf(f, "params %15s %d %d %d %d %d %d %d %d %d %d %d %d", r->op,
+    if (fscanf(f, "params %15s %d %d %d %d %d %d %d %d %d %d %d %d %d", r->op,
                &r->nd, &r->stride[0], &r->stride[1], &r->pad[0], &r->pad[1],
                &r->dil[0], &r->dil[1], &r->outpad[0], &r->outpad[1], &r->groups,
-               &r->same, &r->bias) != 13)
+               &r->same, &r->bias, &r->relu) != 14)
         fail_msg("%s: bad params line", path);
     int c;
     while (r->n < MAXT && fscanf(f, " %c", (char *)&c) == 1) {
@@ -90,7 +90,8 @@ static void ref_free(conv_ref *r)
 static kiln_conv_params params_of(const conv_ref *r)
 {
     kiln_conv_params p = {.groups = r->groups,
-                          .flags = r->same ? KILN_PAD_SAME : 0};
+                          .flags = (r->same ? KILN_PAD_SAME : 0) |
+                                   (r->relu ? KILN_CONV_RELU : 0)};
     for (int i = 0; i < 2; i++) {
         p.stride[i] = r->stride[i];
         p.padding[i] = r->same ? 0 : r->pad[i];
@@ -169,6 +170,8 @@ static const char *CASES[] = {
     "conv_nonsquare",
     "conv_1x1",
     "conv_mnist",
+    "conv_relu",
+    "conv_relu_strided",
     "conv1d",
     "conv1d_same_dilation2",
     "conv_transpose",
@@ -326,6 +329,11 @@ static void test_gradcheck(void **state)
          KILN_SHAPE(2, 2, 7),
          KILN_SHAPE(3, 2, 3),
          {.stride = {2}, .padding = {1}}},
+        {2,
+         0,
+         KILN_SHAPE(2, 2, 5, 5),
+         KILN_SHAPE(3, 2, 3, 3),
+         {.padding = {1, 1}, .flags = KILN_CONV_RELU}},
         {2,
          1,
          KILN_SHAPE(1, 2, 3, 3),
@@ -516,7 +524,8 @@ static void test_errors(void **state)
                  "(dilated to 5) is larger than dim 0 padded to 4");
     expect_error(negative_stride, "kiln_conv2d: dim 0: stride -1");
     expect_error(same_strided, "'same' padding needs stride 1");
-    expect_error(bad_bias, "kiln_conv2d: bias [3] for output [1,2,2,2]");
+    expect_error(bad_bias, "kiln_conv2d: bias [3] for weight [2,1,3,3]: "
+                           "want [2]");
     expect_error(bad_rank, "kiln_conv1d: input [1,1,4,4] and weight [2,1,3,3] "
                            "must both have 3 dims");
     expect_error(transpose_empty, "kiln_conv_transpose2d: input [1,2,1,3], "
@@ -578,6 +587,77 @@ static void test_symbolic_batch(void **state)
     kiln_session_free(s);
 }
 
+/* ------------------------------------------------------------ fusion */
+
+/* The builder fuses a bias and KILN_CONV_RELU into the conv node. */
+static void test_builder_fuses(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2, 3, 6, 6));
+    kiln_node *w = kiln_input(g, "w", KILN_F32, KILN_SHAPE(4, 3, 3, 3));
+    kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(4));
+    kiln_conv_params p = {.flags = KILN_CONV_RELU};
+    kiln_node *y = kiln_conv2d(g, x, w, b, &p);
+    th_assert_graph_ok(g);
+    assert_int_equal(y->op, KILN_OP_CONV);
+    assert_int_equal(y->n_in, 3);
+    char line[256];
+    kiln_node_format(y, NULL, 0, line, sizeof line);
+    assert_string_equal(line, "%3 = conv(%0, %1, %2) f32[2,4,4,4] kernel=[3,3] "
+                              "stride=[1,1] pad=[0,0][0,0] dilation=[1,1] "
+                              "relu");
+    kiln_graph_free(g);
+}
+
+/* A training step of relu(conv2d(x, w, b)) compiled with and without the
+   conv_fuse pass (elementwise fusion off): the relu runs inside the conv
+   kernel, one kernel fewer, with the same loss and gradients. */
+static void test_conv_fuse_pass(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 9);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3, 2, 7, 7));
+    kiln_node *w = kiln_variable(g, "w", KILN_F32, KILN_SHAPE(4, 2, 3, 3),
+                                 kiln_init_uniform(-1, 1));
+    kiln_node *b = kiln_variable(g, "b", KILN_F32, KILN_SHAPE(4),
+                                 kiln_init_uniform(-1, 1));
+    kiln_conv_params p = {.padding = {1, 1}};
+    kiln_node *h = kiln_relu(g, kiln_conv2d(g, x, w, b, &p));
+    kiln_node *loss = kiln_mean(g, kiln_mul(g, h, h), KILN_ALL_AXES, 0);
+    kiln_node *outs[3] = {loss, kiln_grad(g, loss, w), kiln_grad(g, loss, b)};
+    th_assert_graph_ok(g);
+    kiln_tensor *xt = th_rand(&r, KILN_SHAPE(3, 2, 7, 7), -1, 1);
+    kiln_tensor *got[2][3];
+    int kernels[2];
+    for (int fused = 0; fused < 2; fused++) {
+        kiln_compile_options o = kiln_compile_defaults();
+        o.conv_fuse = fused;
+        o.fuse = 0; /* which would take the relu into its readers' programs */
+        kiln_function *f = kiln_compile_ex(s, g, outs, 3, &x, 1, &o);
+        assert_non_null(f);
+        kernels[fused] = kiln_function_num_kernels(f);
+        for (int i = 0; i < 3; i++)
+            got[fused][i] = kiln_function_new_output(f, i);
+        assert_int_equal(kiln_run(f, &xt, got[fused]), KILN_OK);
+        kiln_function_free(f);
+    }
+    assert_int_equal(kernels[1], kernels[0] - 1);
+    for (int i = 0; i < 3; i++) {
+        th_assert_close_f("conv_fuse", kiln_tensor_f32(got[1][i]),
+                          kiln_tensor_f32(got[0][i]),
+                          kiln_tensor_numel(got[0][i]), 1e-6, 1e-7);
+        kiln_tensor_free(got[0][i]);
+        kiln_tensor_free(got[1][i]);
+    }
+    kiln_tensor_free(xt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
 /* ------------------------------------------------------------ memory */
 
 /* A compiled training step of two convolutions: the scratch of every
@@ -631,6 +711,8 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_compiled_run_allocates_nothing),
+        cmocka_unit_test(test_builder_fuses),
+        cmocka_unit_test(test_conv_fuse_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,7 +238,7 @@ typedef struct kiln_compile_options {
     int64_t fold_max_elements; /* default 65536; >= 0 */
     /* Comma-separated pass names in order, e.g. "dce,simplify,fuse"; a
        pass may appear several times.  NULL: the default
-       "dce,cse,simplify,fold,cse,simplify,gemm_acc,fuse,dce". */
+       "dce,cse,simplify,fold,cse,simplify,conv_fuse,gemm_acc,fuse,dce". */
     const char *pipeline;
     /* Non-NULL: prints the IR (kiln_graph_print format, fused programs
        spelled out) before the first pass and after each one.  The
@@ -247,6 +247,10 @@ typedef struct kiln_compile_options {
     /* The gemm_acc pass (see above); default 1.  Last, so that older
        positional initialisers keep their meaning. */
     int gemm_acc;
+    /* The conv_fuse pass: relu(conv(...)) runs as one conv kernel with
+       the relu applied to its output (also when relu's gradient tests the
+       conv's output); default 1. */
+    int conv_fuse;
 } kiln_compile_options;
 
 /* Every pass and planning on, finite_math off, the default pipeline. */

@@ -121,6 +121,8 @@ kiln_node *kiln_binary_cross_entropy(kiln_graph *g, kiln_node *p, kiln_node *y);
 /* Padding: the same output size as the input (stride 1), the total
    dilation * (kernel - 1) split as PyTorch does, the odd one after. */
 #define KILN_PAD_SAME 1u
+/* relu of the result (bias added), fused into conv1d and conv2d */
+#define KILN_CONV_RELU 2u
 
 /* Settings of a convolution, one entry per spatial dim (conv1d reads entry
    0); a zero stride, dilation or groups means 1, so a zeroed struct (or a
@@ -132,7 +134,7 @@ typedef struct kiln_conv_params {
     int dilation[2];
     int output_padding[2];
     int groups;
-    unsigned flags; /* KILN_PAD_SAME */
+    unsigned flags; /* KILN_PAD_SAME, KILN_CONV_RELU */
 } kiln_conv_params;
 
 /* PyTorch's conv2d: x [N, C, H, W], w [O, C/groups, kh, kw], bias [O] or

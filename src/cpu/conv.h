@@ -17,6 +17,11 @@ typedef struct kiln_conv_geom {
 /* The geometry of a conv, conv_transpose or conv_weight_grad node. */
 kiln_conv_geom kiln_conv_geom_of(const kiln_node *n);
 
+/* The fused end of a conv: y [channels, size] plus bias[channel] (NULL:
+   none), then relu when asked. */
+void kiln_conv_finish(float *y, int64_t channels, int64_t size,
+                      const float *bias, int relu);
+
 void kiln_ref_CONV(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_WGRAD(const kiln_node *n, void *out, void *const *in);

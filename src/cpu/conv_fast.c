@@ -49,6 +49,7 @@ typedef struct conv_job {
     /* floats per slot: padded input, columns, spread output, partial dw */
     int64_t n_pad, n_col, n_out, n_acc, per_slot, slots;
     const float *a, *b; /* the op's two inputs */
+    const float *bias;  /* conv's fused bias, or NULL */
     float *out, *scratch;
 } conv_job;
 
@@ -347,6 +348,10 @@ static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
         rows_map m = output_map(j);
         map_rows(j, &m, s->spread, y, j->og, 1);
     }
+    /* while y is in cache */
+    kiln_conv_finish(y, j->og, j->osz,
+                     j->node->n_in > 2 ? j->bias + k * j->og : NULL,
+                     j->node->at.win.flags & KILN_WINDOW_RELU);
 }
 
 static void input_grad_one(const conv_job *j, int64_t i, int64_t k,
@@ -408,6 +413,7 @@ static conv_job run(const kiln_node *n, void *out, void *const *in,
     conv_job j = job_of(n);
     j.a = in[0];
     j.b = in[1];
+    j.bias = n->n_in > 2 ? in[2] : NULL;
     j.out = out;
     j.scratch = scratch;
     int64_t per_image = j.g.o * j.rows * j.cols;

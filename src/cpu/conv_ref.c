@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu/conv.h"
+#include "cpu/scalar.h"
 
 kiln_conv_geom kiln_conv_geom_of(const kiln_node *n)
 {
@@ -94,9 +95,30 @@ static void zero(const kiln_node *n, void *out)
     memset(out, 0, (size_t)kiln_shape_numel(n->shape) * sizeof(float));
 }
 
+void kiln_conv_finish(float *y, int64_t channels, int64_t size,
+                      const float *bias, int relu)
+{
+    if (!bias && !relu)
+        return;
+    for (int64_t c = 0; c < channels; c++) {
+        float b = bias ? bias[c] : 0.0f, *row = y + c * size;
+        for (int64_t e = 0; e < size; e++) {
+            float v = bias ? row[e] + b : row[e];
+            row[e] = relu ? kiln_s_relu(v) : v;
+        }
+    }
+}
+
 void kiln_ref_CONV(const kiln_node *n, void *out, void *const *in)
 {
     conv_loops(n, FORWARD, in[0], in[1], out);
+    int64_t batch = n->shape.d[0],
+            per = kiln_shape_numel(n->shape) / (batch ? batch : 1);
+    for (int64_t i = 0; i < batch; i++)
+        kiln_conv_finish((float *)out + i * per, n->shape.d[1],
+                         per / (n->shape.d[1] ? n->shape.d[1] : 1),
+                         n->n_in > 2 ? in[2] : NULL,
+                         n->at.win.flags & KILN_WINDOW_RELU);
 }
 
 void kiln_ref_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in)

@@ -163,6 +163,8 @@ static size_t window_format(const kiln_window *win, char *buf, size_t size)
         PUT(" count_pad");
     if (win->flags & KILN_WINDOW_ALIGN_CORNERS)
         PUT(" align_corners");
+    if (win->flags & KILN_WINDOW_RELU)
+        PUT(" relu");
     if (win->mode)
         PUT(" mode=%s", kiln_resample_mode_name(win->mode));
     if (win->inv_scale[0] || win->inv_scale[1] || win->inv_scale[2])

@@ -13,6 +13,16 @@ kiln_node *kiln_conv_op(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
     return kiln_node_build(g, fn, &p);
 }
 
+kiln_node *kiln_conv_fused(kiln_graph *g, kiln_node *x, kiln_node *w,
+                           kiln_node *bias, const kiln_window *win,
+                           const char *fn)
+{
+    kiln_node *in[3] = {x, w, bias};
+    kiln_node p = {.op = KILN_OP_CONV, .n_in = bias ? 3 : 2, .in = in};
+    p.at.win = *win;
+    return kiln_node_build(g, fn, &p);
+}
+
 kiln_window kiln_conv_window_to(const kiln_window *win, kiln_shape in,
                                 kiln_shape out)
 {
@@ -35,7 +45,7 @@ static int conv_window(kiln_graph *g, const char *fn, const kiln_conv_params *p,
     if (!p)
         p = &d;
     *win = (kiln_window){.nd = nd, .groups = p->groups ? p->groups : 1};
-    if (p->groups < 0 || (p->flags & ~KILN_PAD_SAME) ||
+    if (p->groups < 0 || (p->flags & ~(KILN_PAD_SAME | KILN_CONV_RELU)) ||
         (transpose && (p->flags & KILN_PAD_SAME))) {
         kiln_graph_fail(g, KILN_ERR_ARG, "%s: groups %d or flags 0x%x refused",
                         fn, p->groups, p->flags);
@@ -72,15 +82,13 @@ static int conv_window(kiln_graph *g, const char *fn, const kiln_conv_params *p,
     return 1;
 }
 
-/* y + bias over dim 1 (bias [C] for y [N, C, ...]). */
+/* y + bias over dim 1 (bias [C] for y [N, C, ...]), checked. */
 static kiln_node *add_bias(kiln_graph *g, const char *fn, kiln_node *y,
                            kiln_node *bias)
 {
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     if (!bias || y->op == KILN_OP_ERROR)
         return y;
-    if (!kiln_graph_check(g, fn, bias) || !check_f32(g, fn, bias))
-        return &g->poison;
     if (bias->shape.ndim != 1 || bias->shape.d[0] != y->shape.d[1])
         return kiln_graph_fail(
             g, KILN_ERR_SHAPE, "%s: bias %s for output %s: want [%lld]", fn,
@@ -97,13 +105,20 @@ static kiln_node *conv_build(kiln_graph *g, const char *fn, kiln_op op, int nd,
 {
     if (!g)
         return kiln_null_graph(fn);
-    if (!kiln_graph_check(g, fn, x) || !kiln_graph_check(g, fn, w))
+    if (!kiln_graph_check(g, fn, x) || !kiln_graph_check(g, fn, w) ||
+        (bias && (!kiln_graph_check(g, fn, bias) || !check_f32(g, fn, bias))))
         return &g->poison;
     kiln_window win;
     if (!conv_window(g, fn, p, nd, w->shape, op == KILN_OP_CONV_TRANSPOSE,
                      &win))
         return &g->poison;
-    return add_bias(g, fn, kiln_conv_op(g, op, x, w, &win, fn), bias);
+    int relu = p && (p->flags & KILN_CONV_RELU);
+    if (op == KILN_OP_CONV) { /* bias and relu fused into the node */
+        win.flags |= relu ? KILN_WINDOW_RELU : 0;
+        return kiln_conv_fused(g, x, w, bias, &win, fn);
+    }
+    kiln_node *y = add_bias(g, fn, kiln_conv_op(g, op, x, w, &win, fn), bias);
+    return relu ? kiln_relu(g, y) : y;
 }
 
 kiln_node *kiln_conv2d(kiln_graph *g, kiln_node *x, kiln_node *w,

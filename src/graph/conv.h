@@ -10,6 +10,11 @@
    op). */
 kiln_node *kiln_conv_op(kiln_graph *g, kiln_op op, kiln_node *a, kiln_node *b,
                         const kiln_window *win, const char *fn);
+/* conv(x, w) plus bias (NULL: none), then relu when win's flags say so,
+   as one node; errors as kiln_conv_op. */
+kiln_node *kiln_conv_fused(kiln_graph *g, kiln_node *x, kiln_node *w,
+                           kiln_node *bias, const kiln_window *win,
+                           const char *fn);
 /* win with the output padding that makes conv_transpose of a convolution's
    output gradient (spatial dims out) give input spatial dims in: the
    positions past the last window the stride skipped. */

@@ -52,6 +52,7 @@ enum {
 enum {
     KILN_WINDOW_CEIL = 1 << 0,      /* pooling: ceil mode */
     KILN_WINDOW_COUNT_PAD = 1 << 1, /* avg pooling: count_include_pad */
+    KILN_WINDOW_RELU = 1 << 3,      /* conv: relu of the result, fused */
 };
 typedef struct kiln_window {
     int nd;          /* spatial dims, 1 to 3 */

@@ -92,7 +92,12 @@ static kiln_status weight_ok(kiln_shape x, kiln_shape w, const kiln_window *win,
    operands are x and dy), a weight that fits the activation operand. */
 static kiln_status operands_ok(const kiln_node *n, char *why, size_t len)
 {
-    kiln_status st = kiln_infer_f32(n, 0, 2, why, len);
+    int fused = n->op == KILN_OP_CONV;
+    if (n->n_in != 2 && !(fused && n->n_in == 3))
+        return WHY("%d operands (x, w%s)", n->n_in, fused ? " and a bias" : "");
+    if (n->at.win.flags & ~(fused ? KILN_WINDOW_RELU : 0))
+        return WHY("window flags 0x%x", (unsigned)n->at.win.flags);
+    kiln_status st = kiln_infer_f32(n, 0, n->n_in, why, len);
     if (st == KILN_OK)
         st = window_ok(&n->at.win, why, len);
     if (st == KILN_OK && n->op != KILN_OP_CONV_WGRAD)
@@ -122,6 +127,10 @@ kiln_status kiln_infer_conv(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
     kiln_status st = operands_ok(n, why, len);
     if (st != KILN_OK)
         return st;
+    if (n->n_in == 3 &&
+        (n->in[2]->shape.ndim != 1 || n->in[2]->shape.d[0] != w.d[0]))
+        return WHY("bias %s for weight %s: want [%lld]", S(n->in[2]->shape, b1),
+                   S(w, b2), (long long)w.d[0]);
     *s = (kiln_shape){.ndim = x.ndim, .d = {x.d[0], w.d[0]}};
     for (int i = 0; i < win->nd; i++)
         if ((s->d[2 + i] = conv_extent(x.d[2 + i], win, i)) < 1)

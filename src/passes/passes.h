@@ -51,6 +51,9 @@ kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
                                kiln_eval_fn eval);
 kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
                            const kiln_compile_options *opt, kiln_eval_fn eval);
+kiln_status kiln_pass_conv_fuse(const kiln_unit *in, kiln_unit *out,
+                                const kiln_compile_options *opt,
+                                kiln_eval_fn eval);
 kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt,
                                kiln_eval_fn eval);

@@ -7,7 +7,7 @@
 #include "passes/passes.h"
 
 static const char *const DEFAULT_PIPELINE =
-    "dce,cse,simplify,fold,cse,simplify,gemm_acc,fuse,dce";
+    "dce,cse,simplify,fold,cse,simplify,conv_fuse,gemm_acc,fuse,dce";
 
 typedef struct pass_entry {
     const char *name;
@@ -22,12 +22,15 @@ static const pass_entry PASSES[] = {
     {"simplify", kiln_pass_simplify, offsetof(kiln_compile_options, simplify)},
     {"gemm_acc", kiln_pass_gemm_acc, offsetof(kiln_compile_options, gemm_acc)},
     {"fuse", kiln_pass_fuse, offsetof(kiln_compile_options, fuse)},
+    {"conv_fuse", kiln_pass_conv_fuse,
+     offsetof(kiln_compile_options, conv_fuse)},
 };
 
 kiln_compile_options kiln_compile_defaults(void)
 {
     kiln_compile_options o = {0};
     o.dce = o.cse = o.fold = o.simplify = o.gemm_acc = o.fuse = 1;
+    o.conv_fuse = 1;
     o.plan_memory = 1;
     o.fold_max_elements = 65536;
     return o;
@@ -57,7 +60,7 @@ kiln_status kiln_passes_check_options(const kiln_compile_options *o, char *err,
             snprintf(
                 err, len,
                 "unknown pass '%.*s' in pipeline \"%s\" (passes: dce, cse, "
-                "fold, simplify, gemm_acc, fuse)",
+                "fold, simplify, conv_fuse, gemm_acc, fuse)",
                 (int)n, s, o->pipeline);
             return KILN_ERR_ARG;
         }

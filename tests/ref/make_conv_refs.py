@@ -7,7 +7,7 @@ expected value is computed by torch in float64 from those exact values.
 One file per case, <case>.txt:
 
     params <op> <nd> <stride0> <stride1> <pad0> <pad1> <dil0> <dil1>
-           <outpad0> <outpad1> <groups> <same> <bias>     (one line)
+           <outpad0> <outpad1> <groups> <same> <bias> <relu>  (one line)
     in x f32 <ndim> <dims...>          then its values, one line
     in w ...   [in b ...]   in gy ...  (gy: the gradient fed back to y)
     out y ...  out dx ...  out dw ...  [out db ...]
@@ -53,7 +53,7 @@ def write(name, params, ins, outs):
 
 
 def conv_case(name, x, w, stride=1, pad=0, dil=1, groups=1, same=False,
-              bias=True, op="conv", outpad=0):
+              bias=True, op="conv", outpad=0, relu=False):
     nd = x.ndim - 2
     b = U((w.shape[1] * groups if op == "transpose" else w.shape[0],))
     tx, tw, tb = T(x, True), T(w, True), T(b, True)
@@ -64,10 +64,12 @@ def conv_case(name, x, w, stride=1, pad=0, dil=1, groups=1, same=False,
     else:
         fn = F.conv1d if nd == 1 else F.conv2d
         y = fn(tx, tw, tbias, stride, "same" if same else pad, dil, groups)
+    if relu:
+        y = F.relu(y)
     gy = U(tuple(y.shape))
     y.backward(T(gy))
     params = [op, nd, *pair(stride, nd), *pair(pad, nd), *pair(dil, nd),
-              *pair(outpad, nd), groups, int(same), int(bias)]
+              *pair(outpad, nd), groups, int(same), int(bias), int(relu)]
     ins = [("x", x), ("w", w)] + ([("b", b)] if bias else []) + [("gy", gy)]
     outs = [("y", y.detach().numpy()), ("dx", tx.grad.numpy()),
             ("dw", tw.grad.numpy())]
@@ -82,7 +84,7 @@ def wgrad_case(name, x, wshape, stride=1, pad=0, dil=1, groups=1):
     dw = torch.nn.grad.conv2d_weight(T(x), wshape, T(gy), stride, pad, dil,
                                      groups)
     params = ["wgrad", 2, *pair(stride, 2), *pair(pad, 2), *pair(dil, 2),
-              0, 0, groups, 0, 0]
+              0, 0, groups, 0, 0, 0]
     write(name, params, [("x", x), ("gy", gy)], [("y", dw.numpy())])
 
 
@@ -106,6 +108,10 @@ def main():
               stride=(1, 2), pad=(1, 0))
     conv_case("conv_1x1", U((2, 5, 4, 4)), U((3, 5, 1, 1)))
     conv_case("conv_mnist", U((2, 1, 12, 12)), U((4, 1, 5, 5)), pad=2)
+    conv_case("conv_relu", U((2, 3, 6, 5)), U((4, 3, 3, 3)), pad=1,
+              relu=True)
+    conv_case("conv_relu_strided", U((2, 2, 7, 7)), U((3, 2, 3, 3)),
+              stride=2, relu=True)
     conv_case("conv1d", U((2, 3, 11)), U((4, 3, 3)), stride=2, pad=1)
     conv_case("conv1d_same_dilation2", U((2, 2, 10)), U((3, 2, 3)), dil=2,
               same=True)
