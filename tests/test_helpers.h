@@ -93,6 +93,25 @@ static inline void th_assert_shape(kiln_shape got, kiln_shape want)
                  kiln_shape_str(want, b2, sizeof b2));
 }
 
+/* Asserts got[i] has want[i]'s shape and values within rtol, atol for i
+   < n (naming "<what> out <i>"), then frees both. */
+static inline void th_assert_outputs_close_free(const char *what,
+                                                kiln_tensor **got,
+                                                kiln_tensor **want, int n,
+                                                double rtol, double atol)
+{
+    for (int i = 0; i < n; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s out %d", what, i);
+        th_assert_shape(kiln_tensor_shape(got[i]), kiln_tensor_shape(want[i]));
+        th_assert_close_f(name, kiln_tensor_f32(got[i]),
+                          kiln_tensor_f32(want[i]), kiln_tensor_numel(want[i]),
+                          rtol, atol);
+        kiln_tensor_free(got[i]);
+        kiln_tensor_free(want[i]);
+    }
+}
+
 /* Asserts the graph built without error (printing the message if not). */
 static inline void th_assert_graph_ok(const kiln_graph *g)
 {
@@ -116,6 +135,22 @@ static inline void th_run(kiln_session *s, kiln_graph *g,
     if (kiln_run(f, feeds, out) != KILN_OK)
         fail_msg("kiln_run: %s", kiln_session_error(s));
     kiln_function_free(f);
+}
+
+/* th_run on the dynamic path: feeds the n_in inputs, runs kiln_forward
+   and returns the values of the n_out outputs in out[]. */
+static inline void th_forward(kiln_session *s, kiln_graph *g,
+                              kiln_node *const *outs, int n_out,
+                              kiln_node *const *ins, kiln_tensor *const *feeds,
+                              int n_in, kiln_tensor **out)
+{
+    th_assert_graph_ok(g);
+    for (int i = 0; i < n_in; i++)
+        assert_int_equal(kiln_feed(s, ins[i], feeds[i]), KILN_OK);
+    if (kiln_forward(s, g) != KILN_OK)
+        fail_msg("kiln_forward: %s", kiln_session_error(s));
+    for (int i = 0; i < n_out; i++)
+        assert_non_null(out[i] = kiln_node_value(s, outs[i]));
 }
 
 /* One output, no inputs: returns its value as a new tensor. */

@@ -59,6 +59,10 @@ static int build_all(kiln_graph *g, kiln_node **out)
     out[n++] = kiln_group_norm(g, kiln_reshape(g, b, KILN_SHAPE(2, 3, 2)), 3,
                                NULL, NULL, 1e-5f);
     out[n++] = kiln_dropout(g, a, 0.5f);
+    kiln_node *q = kiln_input(g, "q", KILN_F32, KILN_SHAPE(1, 2, 3, 4));
+    kiln_attention_options causal = {.causal = 1};
+    out[n++] = kiln_scaled_dot_product_attention(g, q, q, q, NULL, &causal);
+    out[n++] = kiln_rms_norm(g, q, 2, NULL, 1e-5f);
     return n;
 }
 
@@ -205,6 +209,11 @@ static const struct {
     {KILN_OP_NORM, "bn", "batch_norm"},
     {KILN_OP_NORM_GRAD, "bn", "batch_norm"},
     {KILN_OP_NORM_PARAM_GRAD, "bn", "batch_norm"},
+    /* attention group: tests/ref/attention cases check each op with its
+       gradient op; test_attention.c gradchecks them */
+    {KILN_OP_ATTENTION, "attention", "scaled_dot_product_attention"},
+    {KILN_OP_ATTENTION_GRAD, "attention", "scaled_dot_product_attention"},
+    {KILN_OP_RMS_NORM_GRAD, "rms_norm", "rms_norm"},
 };
 
 static const char *alias(kiln_op op, int builder)
@@ -249,7 +258,8 @@ static int has_ref_case_in(const char *dir, const char *prefix)
 
 static int has_ref_case(const char *prefix)
 {
-    static const char *const dirs[] = {"ops", "conv", "pool", "norm", "index"};
+    static const char *const dirs[] = {"ops",  "conv",  "pool",
+                                       "norm", "index", "attention"};
     char dir[512];
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(dir, sizeof dir, "%s/%s", KILN_TEST_REF_DIR, dirs[i]);
@@ -294,6 +304,7 @@ static void test_every_op_is_complete(void **state)
     char *drop = read_text(KILN_SOURCE_DIR "/tests/test_dropout.c");
     char *index = read_text(KILN_SOURCE_DIR "/tests/test_index.c");
     char *seqops = read_text(KILN_SOURCE_DIR "/tests/test_seqops.c");
+    char *attn = read_text(KILN_SOURCE_DIR "/tests/test_attention.c");
     for (int op = 0; op < KILN_OP_COUNT; op++) {
         const kiln_op_info *o = &kiln_op_table[op];
         int internal = o->grad == KILN_GRAD_INTERNAL;
@@ -313,7 +324,8 @@ static void test_every_op_is_complete(void **state)
             o->kind != KILN_KIND_BINARY && !strstr(grad, call) &&
             !strstr(kern, call) && !strstr(conv, call) && !strstr(pool, call) &&
             !strstr(norm, call) && !strstr(drop, call) &&
-            !strstr(index, call) && !strstr(seqops, call))
+            !strstr(index, call) && !strstr(seqops, call) &&
+            !strstr(attn, call))
             fail_msg("%s: no gradient check", o->name);
     }
     free(doc);
@@ -325,6 +337,7 @@ static void test_every_op_is_complete(void **state)
     free(drop);
     free(index);
     free(seqops);
+    free(attn);
 }
 
 /* The walk above fails on an op that lacks what it checks. */

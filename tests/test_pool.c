@@ -161,28 +161,21 @@ static void run_case(const char *name, const pool_case *c, int reference,
     kiln_session_free(s);
 }
 
-/* Every file of tests/ref/pool, four ways. */
+/* One file of tests/ref/pool, four ways. */
+static void check_case(const char *name, void *ctx)
+{
+    (void)ctx;
+    pool_case c;
+    case_load(name, &c);
+    for (int k = 0; k < 4; k++)
+        run_case(name, &c, k & 1, k >> 1);
+    case_free(&c);
+}
+
 static void test_pytorch_cases(void **state)
 {
     (void)state;
-    DIR *d = opendir(KILN_TEST_REF_DIR "/pool");
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".txt") != 0)
-            continue;
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(len - 4), e->d_name);
-        pool_case c;
-        case_load(name, &c);
-        for (int k = 0; k < 4; k++)
-            run_case(name, &c, k & 1, k >> 1);
-        case_free(&c);
-        n++;
-    }
-    closedir(d);
-    assert_true(n >= 40);
+    assert_true(ref_each_file("pool", check_case, NULL) >= 40);
 }
 
 /* ------------------------------------------------------------ gradchecks */
@@ -342,18 +335,9 @@ static void test_fast_matches_reference(void **state)
             kiln_tensor *fast[3], *ref[3];
             run_kernels(k, sh, 0, (uint64_t)t, fast);
             run_kernels(k, sh, 1, (uint64_t)t, ref);
-            for (int i = 0; i < 3; i++) {
-                char what[64];
-                snprintf(what, sizeof what, "config %d shape %d out %d", k, t,
-                         i);
-                th_assert_shape(kiln_tensor_shape(fast[i]),
-                                kiln_tensor_shape(ref[i]));
-                th_assert_close_f(what, kiln_tensor_f32(fast[i]),
-                                  kiln_tensor_f32(ref[i]),
-                                  kiln_tensor_numel(ref[i]), 1e-5, 1e-6);
-                kiln_tensor_free(fast[i]);
-                kiln_tensor_free(ref[i]);
-            }
+            char what[64];
+            snprintf(what, sizeof what, "config %d shape %d", k, t);
+            th_assert_outputs_close_free(what, fast, ref, 3, 1e-5, 1e-6);
         }
     }
 }

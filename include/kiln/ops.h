@@ -273,6 +273,36 @@ kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
                          float correction, int keepdims);
 kiln_node *kiln_std(kiln_graph *g, kiln_node *x, unsigned axes,
                     float correction, int keepdims);
+/* ---------------------------------------------- attention */
+
+/* Options of kiln_scaled_dot_product_attention; NULL means all defaults. */
+typedef struct kiln_attention_options {
+    int causal;  /* query i sees keys 0..i only (PyTorch's is_causal) */
+    float scale; /* multiplies q k^T; 0: 1 / sqrt(D) */
+} kiln_attention_options;
+/* As torch.nn.functional.scaled_dot_product_attention: softmax(q k^T *
+   scale + mask) v for q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,E] (or all
+   three 3-D, [B,T,.]), giving [B,H,Tq,E] (or [B,Tq,E]).  mask (NULL: none)
+   broadcasts to [B,H,Tq,Tk] (to [B,Tq,Tk] for 3-D inputs): f32 is added to
+   the scores (-inf masks out), i32 is boolean (nonzero: attend).  A query
+   that sees no key gives 0 (PyTorch: NaN); no gradient reaches the mask.
+   One fused op; bad shapes or dtypes poison the graph. */
+kiln_node *kiln_scaled_dot_product_attention(kiln_graph *g, kiln_node *q,
+                                             kiln_node *k, kiln_node *v,
+                                             kiln_node *mask,
+                                             const kiln_attention_options *opt);
+/* [B,T,H*D] -> [B,H,T,D] (a reshape and a permute); T*H*D not divisible
+   into heads poisons the graph. */
+kiln_node *kiln_split_heads(kiln_graph *g, kiln_node *x, int heads);
+/* [B,H,T,D] -> [B,T,H*D], the inverse of kiln_split_heads; a non-4-D x
+   poisons the graph. */
+kiln_node *kiln_merge_heads(kiln_graph *g, kiln_node *x);
+/* As torch.nn.functional.rms_norm over the last ndims dims of x: x /
+   sqrt(mean(x^2) + eps) * weight; weight (NULL: none) has the shape of
+   those dims; eps < 0 means FLT_EPSILON (PyTorch's None).  A bad ndims or
+   weight shape poisons the graph. */
+kiln_node *kiln_rms_norm(kiln_graph *g, kiln_node *x, int ndims,
+                         kiln_node *weight, float eps);
 
 /* ---------------------------------------------- state ops */
 

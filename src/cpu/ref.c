@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/attention.h"
 #include "cpu/conv.h"
 #include "cpu/fused.h"
 #include "cpu/index.h"
@@ -492,6 +493,11 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_NORM_GRAD kiln_ref_norm_grad
 #define ref_NORM_PARAM_GRAD kiln_ref_norm_param_grad
 #define ref_DROPOUT kiln_ref_dropout
+/* attention group (cpu/attention_ref.c) */
+#define ref_ATTENTION kiln_ref_attention
+#define ref_ATTENTION_GRAD kiln_ref_attention_grad
+#define ref_RMS_NORM kiln_ref_rms_norm
+#define ref_RMS_NORM_GRAD kiln_ref_rms_norm_grad
 #define ref_FUSED kiln_fused_ref
 #define ref_CONV kiln_ref_CONV
 #define ref_CONV_TRANSPOSE kiln_ref_CONV_TRANSPOSE

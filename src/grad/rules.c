@@ -3,6 +3,7 @@
    contribution for input i to gin[i] (any shape that broadcasts to the
    input's; the engine sums broadcast axes away).  Rules build ordinary nodes,
    so gradients can themselves be differentiated. */
+#include "grad/attention_rules.h"
 #include "grad/conv_rules.h"
 #include "grad/grad.h"
 #include "grad/pool_rules.h"

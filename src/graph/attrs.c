@@ -57,6 +57,7 @@ int kiln_attrs_equal(const kiln_node *a, const kiln_node *b)
             !memcmp(&x->random, &y->random, sizeof x->random)) &&
            (!has(a, KILN_ATTR_PROGRAM) ||
             kiln_fused_program_equal(x->data, y->data)) &&
+           (!has(a, KILN_ATTR_CAUSAL) || x->causal == y->causal) &&
            !has(a, KILN_ATTR_VARIABLE); /* each variable is its own value */
 }
 
@@ -71,11 +72,12 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 uint64_t kiln_attrs_hash(const kiln_node *n, uint64_t h)
 {
     const kiln_attrs *x = &n->at;
-    int v[5] = {has(n, KILN_ATTR_AXES) ? (int)x->axes : 0,
+    int v[6] = {has(n, KILN_ATTR_AXES) ? (int)x->axes : 0,
                 has(n, KILN_ATTR_KEEPDIMS) ? x->keepdims : 0,
                 has(n, KILN_ATTR_AXIS) ? x->axis : 0,
                 has(n, KILN_ATTR_TRANS) ? 2 * x->trans_a + x->trans_b : 0,
-                has(n, KILN_ATTR_DEPTH) ? 2 * x->depth + x->strict : 0};
+                has(n, KILN_ATTR_DEPTH) ? 2 * x->depth + x->strict : 0,
+                has(n, KILN_ATTR_CAUSAL) ? x->causal : 0};
     h = hash_bytes(h, v, sizeof v);
     size_t nd = (size_t)in_dims(n);
     if (has(n, KILN_ATTR_PERM))
@@ -198,6 +200,8 @@ size_t kiln_attrs_format(const kiln_node *n, char *buf, size_t size)
         PUT(" trans_a=%d trans_b=%d", x->trans_a, x->trans_b);
     if (has(n, KILN_ATTR_DEPTH))
         PUT(" depth=%d%s", x->depth, x->strict ? " strict" : "");
+    if (has(n, KILN_ATTR_CAUSAL) && x->causal)
+        PUT(" causal");
     if (has(n, KILN_ATTR_WINDOW))
         k += window_format(&x->win, buf + k, k < size ? size - k : 0);
     if (has(n, KILN_ATTR_NORM))

@@ -43,7 +43,8 @@ enum {
     KILN_ATTR_VARIABLE = 1 << 10, /* init and trainable (never merged) */
     KILN_ATTR_WINDOW = 1 << 11,   /* convolution and pooling: kiln_window */
     KILN_ATTR_NORM = 1 << 12,     /* normalisation: kiln_norm_attr */
-    KILN_ATTR_RANDOM = 1 << 13    /* random ops: kiln_random_attr */
+    KILN_ATTR_RANDOM = 1 << 13,   /* random ops: kiln_random_attr */
+    KILN_ATTR_CAUSAL = 1 << 14    /* attention: causal */
 };
 
 /* A sliding window over the last nd (spatial) dims of an NC... tensor:
@@ -190,6 +191,7 @@ typedef struct kiln_attrs {
     int trainable;        /* variable */
     const void *data;     /* constant (arena copy); fused: program */
     kiln_count count;     /* constant */
+    int causal;           /* attention: query i sees keys 0..i only */
 } kiln_attrs;
 
 struct kiln_node {
