@@ -6,6 +6,8 @@
    reference; symbolic batch; error cases. */
 #include "norm_refs.h"
 
+#include "graph/graph.h"
+
 typedef enum { BN, LN, GN, IN } norm_kind;
 
 /* One layer of a reference case built on g: its input, output, loss
@@ -550,6 +552,48 @@ static void test_errors(void **state)
     kiln_graph_free(g);
 }
 
+/* norm_grad's optional sixth operand, norm_param_grad's [2, C] sums, is
+   checked where the rule builds it: only per channel, only [2, C]. */
+static kiln_node *norm_op(kiln_graph *g, kiln_op op, kiln_norm_attr a,
+                          kiln_node **in, int n_in)
+{
+    kiln_node p = {.op = op, .n_in = n_in, .in = in};
+    p.at.norm = a;
+    return kiln_node_build(g, NULL, &p);
+}
+
+static void norm_grad_case(kiln_norm_attr a, kiln_shape ps, const char *needle)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_shape xs = KILN_SHAPE(4, 6);
+    kiln_node *x = kiln_input(g, "x", KILN_F32, xs);
+    kiln_node *dy = kiln_input(g, "dy", KILN_F32, xs);
+    kiln_node *w = kiln_input(g, "w", KILN_F32, KILN_SHAPE(6));
+    int32_t one = 1;
+    kiln_node *mode = kiln_constant(g, KILN_I32, KILN_SCALAR, &one);
+    kiln_node *st = norm_op(g, KILN_OP_NORM_STATS, a, &x, 1);
+    kiln_node *in[6] = {x, st, w, dy, mode, kiln_input(g, "p", KILN_F32, ps)};
+    kiln_node *dx = norm_op(g, KILN_OP_NORM_GRAD, a, in, 6);
+    if (needle)
+        th_expect_graph_error(g, needle);
+    else {
+        th_assert_graph_ok(g);
+        assert_memory_equal(kiln_node_shape(dx).d, xs.d, sizeof xs.d);
+    }
+    kiln_graph_free(g);
+}
+
+static void test_norm_grad_sums_operand(void **state)
+{
+    (void)state;
+    kiln_norm_attr bn = {1, 0, 1e-5f}, gn = {1, 2, 1e-5f};
+    norm_grad_case(bn, KILN_SHAPE(2, 6), NULL);
+    norm_grad_case(bn, KILN_SHAPE(2, 4),
+                   "parameter gradients is f32[2,4], "
+                   "expected f32[2,6]");
+    norm_grad_case(gn, KILN_SHAPE(2, 6), "groups must be 0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_fast_kernels_match_reference),
         cmocka_unit_test(test_updates_follow_the_output),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_norm_grad_sums_operand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

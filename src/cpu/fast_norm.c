@@ -148,12 +148,19 @@ static void grad_range(void *ctx, int64_t lo, int64_t hi)
 {
     norm_job *j = ctx;
     const float *x = j->in[0], *st = j->in[1], *w = j->in[2], *dy = j->in[3];
-    int train = *(const int32_t *)j->in[4] != 0;
+    int mode = *(const int32_t *)j->in[4] != 0;
     int64_t segs = seg_count(&j->v), c;
     for (int64_t q = lo; q < hi; q++) {
         float mean = st[q], rstd = rstd_of(j, st, q);
         double a = 0, b = 0;
-        for (int64_t k = 0; train && k < segs; k++) {
+        int sum_here = mode;
+        if (mode && j->n->n_in == 6) { /* per channel: the sums given */
+            const float *p = j->in[5];
+            a = (double)w[q] * p[j->v.c + q];
+            b = (double)w[q] * p[q] / rstd;
+            sum_here = 0;
+        }
+        for (int64_t k = 0; sum_here && k < segs; k++) {
             int64_t at = seg_at(&j->v, q, k, &c);
             double sdy, sdev;
             seg_grad_sums(x + at, dy + at, j->v.s, mean, &sdy, &sdev);

@@ -107,7 +107,11 @@ void kiln_ref_norm_grad(const kiln_node *n, void *out, void *const *in)
     float *dx = out;
     for (int64_t q = 0; q < v.q; q++) {
         double a = 0, b = 0, rstd = rstd_of(n, st, v.q, q);
-        if (train)
+        if (train && n->n_in == 6) { /* per channel: the sums given */
+            const float *p = in[5];
+            a = (double)w[q] * p[v.c + q] / (double)v.m;
+            b = (double)w[q] * p[q] / (double)v.m;
+        } else if (train)
             grad_means(&v, in, q, rstd, &a, &b);
         int64_t at = kiln_norm_run_start(&v, q);
         for (int64_t i = 0; i < r.runs; i++, at += r.stride)

@@ -164,7 +164,9 @@ static kiln_node *decompose_param_grad(const decomp *d)
 }
 
 /* The adjoints of n's inputs from its decomposition, differentiated alone
-   (the nodes it is built from are left to the caller's engine). */
+   (the nodes it is built from are left to the caller's engine).  norm_grad's
+   optional sums are a function of its other inputs: the decomposition
+   computes them from those and gives them no adjoint. */
 static void by_decomposition(kiln_graph *g, kiln_node *n, kiln_node *adj,
                              unsigned need, kiln_node **gin)
 {
@@ -228,16 +230,20 @@ void kiln_grad_NORM(kiln_graph *g, kiln_node *n, kiln_node *adj, unsigned need,
                     kiln_node **gin)
 {
     int of_x;
-    kiln_node *mode = stats_mode(g, n, &of_x);
-    if (NEED(0)) {
-        kiln_node *in[5] = {n->in[0], n->in[1], n->in[2], adj, mode};
-        gin[0] = norm_node(g, KILN_OP_NORM_GRAD, n, in, 5);
-    }
-    if (NEED(2) || NEED(3)) {
+    kiln_node *mode = stats_mode(g, n, &of_x), *p = NULL;
+    /* per channel, dx through the statistics needs the sums that dweight
+       and dbias are: computed once, x and adj are read twice, not four
+       times */
+    int share = NEED(0) && of_x && !n->at.norm.groups;
+    if (NEED(2) || NEED(3) || share) {
         kiln_node *in[3] = {n->in[0], n->in[1], adj};
-        kiln_node *p = norm_node(g, KILN_OP_NORM_PARAM_GRAD, n, in, 3);
+        p = norm_node(g, KILN_OP_NORM_PARAM_GRAD, n, in, 3);
         gin[2] = NEED(2) ? param_row(g, p, 0) : NULL;
         gin[3] = NEED(3) ? param_row(g, p, 1) : NULL;
+    }
+    if (NEED(0)) {
+        kiln_node *in[6] = {n->in[0], n->in[1], n->in[2], adj, mode, p};
+        gin[0] = norm_node(g, KILN_OP_NORM_GRAD, n, in, share ? 6 : 5);
     }
     /* statistics of x are accounted for in dx; others have their own */
     if (NEED(1) && !of_x) {

@@ -135,10 +135,22 @@ kiln_status kiln_infer_norm_grad(const kiln_node *n, kiln_shape *s,
 {
     *s = n->in[0]->shape;
     *dt = KILN_F32;
+    if (n->n_in != 5 && n->n_in != 6)
+        return kiln_infer_why(why, len, KILN_ERR_ARG,
+                              "takes x, stats, weight, dy, mode and maybe "
+                              "the parameter gradients: %d operands",
+                              n->n_in);
     kiln_status st = check_norm_operands(n, 2, 1, 3, why, len);
-    return st != KILN_OK
-               ? st
-               : check_operand(n, 4, KILN_I32, KILN_SCALAR, "mode", why, len);
+    if (st == KILN_OK)
+        st = check_operand(n, 4, KILN_I32, KILN_SCALAR, "mode", why, len);
+    if (st != KILN_OK || n->n_in == 5)
+        return st;
+    if (n->at.norm.groups)
+        return kiln_infer_why(why, len, KILN_ERR_ARG,
+                              "parameter gradients stand for the statistics' "
+                              "sums only per channel: groups must be 0");
+    kiln_shape p = {.ndim = 2, .d = {2, n->in[0]->shape.d[n->at.norm.axis]}};
+    return check_operand(n, 5, KILN_F32, p, "parameter gradients", why, len);
 }
 
 kiln_status kiln_infer_norm_param_grad(const kiln_node *n, kiln_shape *s,
