@@ -153,7 +153,7 @@ static size_t window_format(const kiln_window *win, char *buf, size_t size)
         PUT(" dilation=");
         PUT_LIST(PUT, win->dilation, nd);
     }
-    if (win->out_pad[0] || win->out_pad[1] || win->out_pad[2]) {
+    if (!win->mode && (win->out_pad[0] || win->out_pad[1] || win->out_pad[2])) {
         PUT(" out_pad=");
         PUT_LIST(PUT, win->out_pad, nd);
     }
@@ -169,7 +169,7 @@ static size_t window_format(const kiln_window *win, char *buf, size_t size)
         PUT(" relu");
     if (win->mode)
         PUT(" mode=%s", kiln_resample_mode_name(win->mode));
-    if (win->inv_scale[0] || win->inv_scale[1] || win->inv_scale[2])
+    if (win->mode && (win->inv_scale[0] || win->inv_scale[1]))
         for (int i = 0; i < nd; i++)
             PUT("%s%g%s", i ? "," : " inv_scale=[", win->inv_scale[i],
                 i == nd - 1 ? "]" : "");

@@ -62,13 +62,15 @@ typedef struct kiln_window {
     int dilation[3]; /* >= 1 */
     int pad_lo[3];   /* implicit padding before and after each dim */
     int pad_hi[3];
-    int out_pad[3]; /* conv_transpose: output padding */
-    int groups;     /* convolution: >= 1 */
-    int flags;      /* KILN_WINDOW_* */
-    /* pooling group: resample2d's map (KILN_RESAMPLE_*) and, for
-       upsampling given a scale factor, 1 / factor per dim (0: in / out) */
-    int mode;
-    float inv_scale[3];
+    union {
+        int out_pad[3]; /* conv_transpose: output padding */
+        /* resample2d (mode set): upsampling given a scale factor, 1 /
+           factor per dim (0: in / out) */
+        float inv_scale[3];
+    };
+    int groups; /* convolution: >= 1 */
+    int flags;  /* KILN_WINDOW_* */
+    int mode;   /* resample2d: its map (KILN_RESAMPLE_*); 0 for the others */
 } kiln_window;
 
 /* pooling group (graph/resample.h): how resample2d maps an output index
