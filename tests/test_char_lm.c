@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../examples/gpt.h"
+#include "../tools/gpt.h"
 #include "kiln.h"
 
 #ifndef KILN_SOURCE_DIR

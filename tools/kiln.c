@@ -1,7 +1,8 @@
 /* The kiln command: train, evaluate and inspect MLPs and CNNs on
-   MNIST-format data.
+   MNIST-format data, and train character-level language models.
  *
  *   kiln train --dataset mnist|fashion-mnist [options]
+ *   kiln train --model transformer [options]
  *   kiln eval --model model.npz [--dataset ...] [--data DIR]
  *   kiln info FILE
  *
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "char_lm.h"
 #include "mlp.h"
 #include "tool.h"
 
@@ -30,6 +32,11 @@ static int usage_to(FILE *out, int status)
         "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
         "                  [--save model.npz] [--log metrics.csv] [--plot "
         "curves.png]\n"
+        "       kiln train --model transformer [--corpus PATH] [--steps N] "
+        "...\n"
+        "                  (a character-level language model: kiln train "
+        "--model\n"
+        "                  transformer --help lists its options)\n"
         "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] "
         "[--data DIR]\n"
         "       kiln info FILE.npz|FILE.safetensors|FILE.bin\n"
@@ -182,6 +189,16 @@ static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
     return 0;
 }
 
+/* `kiln train --model transformer` trains the character-level language
+   model, with its own options (tools/char_lm.h). */
+static int wants_transformer(int argc, char **argv)
+{
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--model") && !strcmp(argv[i + 1], "transformer"))
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -198,6 +215,8 @@ int main(int argc, char **argv)
             return kiln_tool_fail("%s", kiln_last_error());
         return 0;
     }
+    if (!strcmp(cmd, "train") && wants_transformer(argc, argv))
+        return char_lm_main(argc, argv, 2, "kiln train --model transformer");
     mlp_config c = mlp_defaults();
     if (!strcmp(cmd, "train") || !strcmp(cmd, "eval")) {
         int train = !strcmp(cmd, "train");

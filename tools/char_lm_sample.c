@@ -1,0 +1,132 @@
+/* Text from the trained language model: one character at a time through
+   the key/value cache (gpt_kv_feed), drawn with a temperature among the
+   top k. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "char_lm_internal.h"
+
+/* Puts the indices of the k largest logits first in order (ties: lower
+   index first). */
+static void select_top(const float *logits, int vocab, int k, int *order)
+{
+    for (int i = 0; i < vocab; i++)
+        order[i] = i;
+    for (int i = 0; i < k; i++) {
+        int best = i;
+        for (int j = i + 1; j < vocab; j++)
+            if (logits[order[j]] > logits[order[best]])
+                best = j;
+        int keep = order[i];
+        order[i] = order[best];
+        order[best] = keep;
+    }
+}
+
+/* An id drawn from softmax(logits / temperature) over the top_k largest
+   logits (top_k 0: all); temperature 0 takes the largest. */
+static int draw(const float *logits, int vocab, float temperature, int top_k,
+                kiln_rng *rng, int *order)
+{
+    int k = top_k > 0 && top_k < vocab ? top_k : vocab;
+    select_top(logits, vocab, temperature > 0 ? k : 1, order);
+    if (!(temperature > 0))
+        return order[0];
+    double max = logits[order[0]], sum = 0;
+    for (int i = 0; i < k; i++)
+        sum += exp((logits[order[i]] - max) / temperature);
+    double u = kiln_rng_uniform(rng) * sum;
+    for (int i = 0; i < k - 1; i++) {
+        u -= exp((logits[order[i]] - max) / temperature);
+        if (u < 0)
+            return order[i];
+    }
+    return order[k - 1];
+}
+
+/* The prompt's ids in hist (its last context characters at most, as the
+   model sees no more); their count, or -1 after printing an error. */
+static int prompt_ids(const lm_corpus *c, const char *prompt, int context,
+                      int32_t *hist)
+{
+    size_t len = strlen(prompt);
+    if (len == 0) {
+        lm_fail("--prompt: empty");
+        return -1;
+    }
+    const char *p = len > (size_t)context ? prompt + len - context : prompt;
+    int n = 0;
+    for (; *p; p++) {
+        int id = c->ids[(unsigned char)*p];
+        if (id < 0) {
+            lm_fail("--prompt: character 0x%02x is not in the corpus",
+                    (unsigned char)*p);
+            return -1;
+        }
+        hist[n++] = id;
+    }
+    return n;
+}
+
+/* Feeds the token just drawn (hist[n - 1]); when the window is full,
+   starts again from the last half of it, so the cost per character stays
+   O(context). */
+static kiln_status feed_next(gpt_kv *kv, kiln_session *s, const int32_t *hist,
+                             int n, float *logits)
+{
+    if (kv->len < kv->c.ctx)
+        return gpt_kv_feed(kv, s, hist + n - 1, 1, logits);
+    int keep = kv->c.ctx / 2 > 0 ? kv->c.ctx / 2 : 1;
+    kv->len = 0;
+    return gpt_kv_feed(kv, s, hist + n - keep, keep, logits);
+}
+
+/* The generation's error: the graph's when building it failed, else the
+   session's; returns 1. */
+static int kv_fail(const gpt_kv *kv, kiln_session *s)
+{
+    return lm_fail("generation: %s", kiln_graph_status(kv->g) != KILN_OK
+                                         ? kiln_graph_error(kv->g)
+                                         : kiln_session_error(s));
+}
+
+int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
+              const char_lm_options *o)
+{
+    gpt_kv kv;
+    if (gpt_kv_init(&kv, g))
+        return lm_fail("out of memory");
+    int32_t *hist = malloc((size_t)(g->ctx + o->sample_len) * sizeof *hist);
+    float *logits = malloc((size_t)g->vocab * sizeof *logits);
+    int *order = malloc((size_t)g->vocab * sizeof *order);
+    int bad = !hist || !logits || !order ? lm_fail("out of memory") : 0;
+    int n = bad ? -1 : prompt_ids(c, o->prompt, g->ctx, hist);
+    bad = n < 0;
+    kiln_rng rng;
+    kiln_rng_seed(&rng, (uint64_t)o->seed + 1);
+    if (!bad && gpt_kv_feed(&kv, s, hist, n, logits) != KILN_OK)
+        bad = kv_fail(&kv, s);
+    printf("Sample (temperature %g, top-k %d):\n", o->temperature, o->top_k);
+    for (int i = 0; !bad && i < n; i++)
+        putchar(c->chars[hist[i]]);
+    double start = kiln_now();
+    for (int i = 0; !bad && i < o->sample_len; i++) {
+        hist[n] = draw(logits, g->vocab, o->temperature, o->top_k, &rng, order);
+        putchar(c->chars[hist[n++]]);
+        if (i + 1 < o->sample_len &&
+            feed_next(&kv, s, hist, n, logits) != KILN_OK)
+            bad = kv_fail(&kv, s);
+    }
+    double secs = kiln_now() - start;
+    if (!bad)
+        printf("\n(%d characters in %.2f s: %.0f characters/s with the "
+               "key/value cache)\n",
+               o->sample_len, secs, secs > 0 ? o->sample_len / secs : 0.0);
+    gpt_kv_free(&kv);
+    free(hist);
+    free(logits);
+    free(order);
+    return bad;
+}

@@ -1,0 +1,189 @@
+/* The character-level language model's training: the GPT of tools/gpt.h
+   compiled into one function that runs forward, backward and the AdamW
+   update, fed random windows of the corpus; a second function from the
+   same graph computes the validation loss.  Options, corpus and sampling
+   are in char_lm_options.c, char_lm_corpus.c and char_lm_sample.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "char_lm.h"
+#include "char_lm_internal.h"
+#include "gpt.h"
+
+typedef struct trainer {
+    kiln_session *s;
+    kiln_graph *g;
+    kiln_optimizer *opt;
+    kiln_function *step, *eval;
+    kiln_tensor *ids, *targets, *loss;
+    gpt_config c;
+    int batch;
+} trainer;
+
+static void trainer_free(trainer *t)
+{
+    kiln_tensor_free(t->ids);
+    kiln_tensor_free(t->targets);
+    kiln_tensor_free(t->loss);
+    kiln_graph_free(t->g);
+    kiln_optimizer_free(t->opt);
+    kiln_session_free(t->s);
+}
+
+/* AdamW with a linear warm-up then a cosine decay to min_lr over the rest
+   of the steps, and the gradients clipped to a global norm. */
+static kiln_optim_options adamw(const char_lm_options *o)
+{
+    kiln_optim_options a = kiln_optim_defaults(KILN_ADAMW);
+    a.lr = o->lr;
+    a.weight_decay = o->weight_decay;
+    a.schedule = KILN_LR_COSINE;
+    a.min_lr = o->min_lr;
+    a.clip_norm = o->clip;
+    a.warmup_steps = o->warmup < o->steps ? o->warmup : 0;
+    a.total_steps = o->steps - a.warmup_steps;
+    return a;
+}
+
+/* Builds the model's loss on ids [B, T] and compiles the training step
+   and the evaluation; 0, or 1 after printing an error. */
+static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
+{
+    t->c = (gpt_config){vocab, o->context, o->layers, o->heads, o->width, 1};
+    t->batch = o->batch;
+    kiln_session_options so = {.seed = (uint64_t)o->seed,
+                               .threads = o->threads};
+    t->s = kiln_session_new(&so);
+    t->g = kiln_graph_new();
+    if (!t->s || !t->g)
+        return lm_fail("out of memory");
+    kiln_optim_options a = adamw(o);
+    t->opt = kiln_optimizer_new(t->s, &a);
+    if (!t->opt)
+        return lm_fail("%s", kiln_session_error(t->s));
+    int64_t b = o->batch, n = o->context;
+    kiln_node *ids = kiln_input(t->g, "ids", KILN_I32, KILN_SHAPE(b, n));
+    kiln_node *tgt = kiln_input(t->g, "targets", KILN_I32, KILN_SHAPE(b * n));
+    kiln_node *loss = kiln_softmax_cross_entropy(
+        t->g, gpt_logits(t->g, &t->c, ids, 0, NULL), tgt);
+    kiln_node *outs[2] = {loss, kiln_optimizer_build_step(t->opt, t->g, loss)};
+    kiln_node *ins[2] = {ids, tgt};
+    if (kiln_graph_status(t->g) != KILN_OK)
+        return lm_fail("%s", kiln_graph_error(t->g));
+    t->step = kiln_compile(t->s, t->g, outs, 2, ins, 2);
+    t->eval = t->step ? kiln_compile(t->s, t->g, outs, 1, ins, 2) : NULL;
+    if (!t->eval)
+        return lm_fail("%s", kiln_session_error(t->s));
+    t->ids = kiln_tensor_new(KILN_I32, KILN_SHAPE(b, n));
+    t->targets = kiln_tensor_new(KILN_I32, KILN_SHAPE(b * n));
+    t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
+    if (!t->ids || !t->targets || !t->loss)
+        return lm_fail("out of memory");
+    return 0;
+}
+
+/* Copies the window of context + 1 ids at text + start into row i of the
+   inputs (the first context) and of the targets (the last context). */
+static void put_window(trainer *t, int i, const int32_t *text, int64_t start)
+{
+    int n = t->c.ctx;
+    int32_t *ids = kiln_tensor_i32(t->ids) + (int64_t)i * n;
+    int32_t *tgt = kiln_tensor_i32(t->targets) + (int64_t)i * n;
+    for (int j = 0; j < n; j++) {
+        ids[j] = text[start + j];
+        tgt[j] = text[start + j + 1];
+    }
+}
+
+/* Runs f on the current batch; the loss, or NAN after printing an error. */
+static double run_batch(trainer *t, kiln_function *f)
+{
+    kiln_tensor *in[2] = {t->ids, t->targets}, *out[2] = {t->loss, NULL};
+    if (kiln_run(f, in, out) != KILN_OK) {
+        lm_fail("%s", kiln_session_error(t->s));
+        return NAN;
+    }
+    return kiln_tensor_f32(t->loss)[0];
+}
+
+/* Mean loss over the first batches of consecutive, non-overlapping windows
+   of the validation text (the same ones at every call): nats per
+   character.  NAN after an error. */
+static double validate(trainer *t, const lm_corpus *c, int max_batches)
+{
+    int64_t windows = (c->n_val - 1) / t->c.ctx;
+    int64_t batches = windows / t->batch;
+    if (batches > max_batches)
+        batches = max_batches;
+    double sum = 0;
+    for (int64_t k = 0; k < batches; k++) {
+        for (int i = 0; i < t->batch; i++)
+            put_window(t, i, c->val, (k * t->batch + i) * t->c.ctx);
+        sum += run_batch(t, t->eval);
+    }
+    return batches ? sum / (double)batches : NAN;
+}
+
+/* o->steps steps on random windows of the training text drawn from a
+   generator seeded with o->seed; prints the loss every o->log_every
+   steps.  0, or 1 after an error. */
+static int train(trainer *t, const lm_corpus *c, const char_lm_options *o)
+{
+    kiln_rng rng;
+    kiln_rng_seed(&rng, (uint64_t)o->seed);
+    kiln_progress bar;
+    kiln_progress_begin(&bar, stderr, "training", o->steps);
+    double sum = 0, start = kiln_now();
+    int since = 0;
+    for (int step = 1; step <= o->steps; step++) {
+        int64_t span = c->n_train - t->c.ctx;
+        for (int i = 0; i < t->batch; i++)
+            put_window(t, i, c->train,
+                       (int64_t)(kiln_rng_uniform(&rng) * (double)span));
+        double loss = run_batch(t, t->step);
+        if (!isfinite(loss))
+            return isnan(loss) ? 1 : lm_fail("training diverged: lower --lr");
+        sum += loss;
+        since++;
+        kiln_progress_update(&bar, step, loss, t->batch * t->c.ctx);
+        if (step % o->log_every == 0 || step == o->steps) {
+            printf("step %d: loss %.4f lr %.2e %.1f s\n", step, sum / since,
+                   kiln_optimizer_lr(t->opt), kiln_now() - start);
+            fflush(stdout);
+            sum = 0, since = 0;
+        }
+    }
+    kiln_progress_end(&bar, "done");
+    return 0;
+}
+
+int char_lm_run(const char_lm_options *o)
+{
+    lm_corpus corpus;
+    if (lm_corpus_load(&corpus, o->corpus, o->context))
+        return 1;
+    printf("corpus: %s, %lld characters, vocabulary %d, %lld train / %lld "
+           "validation\n",
+           o->corpus, (long long)(corpus.n_train + corpus.n_val), corpus.vocab,
+           (long long)corpus.n_train, (long long)corpus.n_val);
+    trainer t = {0};
+    int bad = trainer_init(&t, o, corpus.vocab);
+    if (!bad) {
+        printf("model: %d layers, %d heads, width %d, context %d, batch %d\n",
+               o->layers, o->heads, o->width, o->context, o->batch);
+        bad = train(&t, &corpus, o);
+    }
+    double val = bad ? NAN : validate(&t, &corpus, o->eval_batches);
+    if (!bad && !isnan(val))
+        printf("Validation loss: %.4f nats/char (uniform %.4f)\n", val,
+               log((double)corpus.vocab));
+    bad = bad || isnan(val);
+    if (!bad && o->save && kiln_session_save(t.s, o->save) != KILN_OK)
+        bad = lm_fail("%s", kiln_session_error(t.s));
+    if (!bad)
+        bad = lm_sample(t.s, &t.c, &corpus, o);
+    trainer_free(&t);
+    lm_corpus_free(&corpus);
+    return bad;
+}
