@@ -89,7 +89,7 @@ static void check_pieces(int tie, const int *pieces, int n_pieces)
     assert_int_equal(gpt_kv_init(&kv, &c), 0);
     int at = 0;
     for (int p = 0; p < n_pieces; p++) {
-        assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + at, pieces[p], got),
+        assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + at, pieces[p], got, NULL),
                          KILN_OK);
         at += pieces[p];
         assert_int_equal(kv.len, at);
@@ -98,7 +98,7 @@ static void check_pieces(int tie, const int *pieces, int n_pieces)
             fail_msg("position %d: cached logits differ by %g", at - 1, d);
     }
     /* the window is full: one more token does not fit */
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 1, got), KILN_ERR_ARG);
+    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 1, got, NULL), KILN_ERR_ARG);
     assert_int_equal(kv.len, N);
     gpt_kv_free(&kv);
     kiln_session_free(s);
@@ -140,14 +140,48 @@ static void test_window_restart(void **state)
     float full[N * 20], got[20];
     gpt_kv kv;
     assert_int_equal(gpt_kv_init(&kv, &c), 0);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, N, got), KILN_OK);
+    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, N, got, NULL), KILN_OK);
     kv.len = 0;
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 6, 5, got), KILN_OK);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 11, 1, got), KILN_OK);
+    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 6, 5, got, NULL), KILN_OK);
+    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 11, 1, got, NULL), KILN_OK);
     full_run(s, &c, TOKENS + 6, 6, full);
     assert_true(max_diff(got, full + 5 * c.vocab, c.vocab) < 2e-5);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 0, got), KILN_ERR_ARG);
+    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 0, got, NULL), KILN_ERR_ARG);
     gpt_kv_free(&kv);
+    kiln_session_free(s);
+}
+
+/* With top_k the step gives the k largest logits, largest first, and their
+   ids; without, every logit and the ids 0 .. vocab - 1. */
+static void test_top_k(void **state)
+{
+    (void)state;
+    gpt_config c = config(0);
+    kiln_session *s = random_model(&c);
+    float full[N * 20], all[20], top[5];
+    int32_t all_ids[20], top_ids[5];
+    gpt_kv a, b;
+    assert_int_equal(gpt_kv_init(&a, &c), 0);
+    assert_int_equal(gpt_kv_init(&b, &c), 0);
+    b.top_k = 5;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(gpt_kv_feed(&a, s, TOKENS + i, 1, all, all_ids),
+                         KILN_OK);
+        assert_int_equal(gpt_kv_feed(&b, s, TOKENS + i, 1, top, top_ids),
+                         KILN_OK);
+    }
+    full_run(s, &c, TOKENS, 4, full);
+    for (int v = 0; v < c.vocab; v++)
+        assert_int_equal(all_ids[v], v);
+    for (int j = 0; j < 5; j++) {
+        int rank = 0; /* logits above this one */
+        for (int v = 0; v < c.vocab; v++)
+            rank += all[v] > all[top_ids[j]];
+        assert_int_equal(rank, j);
+        assert_true(fabs(top[j] - full[3 * c.vocab + top_ids[j]]) < 2e-5);
+    }
+    gpt_kv_free(&a);
+    gpt_kv_free(&b);
     kiln_session_free(s);
 }
 
@@ -158,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_prompt_then_tokens),
         cmocka_unit_test(test_pieces_after_cache),
         cmocka_unit_test(test_window_restart),
+        cmocka_unit_test(test_top_k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* Text from the trained language model: one character at a time through
    the key/value cache (gpt_kv_feed), drawn with a temperature among the
-   top k. */
+   top k (kiln_topk in the generation graph). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,42 +8,26 @@
 
 #include "char_lm_internal.h"
 
-/* Puts the indices of the k largest logits first in order (ties: lower
-   index first). */
-static void select_top(const float *logits, int vocab, int k, int *order)
+/* An id drawn from softmax(logits / temperature) over the k candidates
+   (logits with their ids); temperature 0 takes the first (the generation
+   then gives the largest alone). */
+static int draw(const float *logits, const int32_t *ids, int k,
+                float temperature, kiln_rng *rng)
 {
-    for (int i = 0; i < vocab; i++)
-        order[i] = i;
-    for (int i = 0; i < k; i++) {
-        int best = i;
-        for (int j = i + 1; j < vocab; j++)
-            if (logits[order[j]] > logits[order[best]])
-                best = j;
-        int keep = order[i];
-        order[i] = order[best];
-        order[best] = keep;
-    }
-}
-
-/* An id drawn from softmax(logits / temperature) over the top_k largest
-   logits (top_k 0: all); temperature 0 takes the largest. */
-static int draw(const float *logits, int vocab, float temperature, int top_k,
-                kiln_rng *rng, int *order)
-{
-    int k = top_k > 0 && top_k < vocab ? top_k : vocab;
-    select_top(logits, vocab, temperature > 0 ? k : 1, order);
     if (!(temperature > 0))
-        return order[0];
-    double max = logits[order[0]], sum = 0;
+        return ids[0];
+    double max = logits[0], sum = 0;
+    for (int i = 1; i < k; i++)
+        max = logits[i] > max ? logits[i] : max;
     for (int i = 0; i < k; i++)
-        sum += exp((logits[order[i]] - max) / temperature);
+        sum += exp((logits[i] - max) / temperature);
     double u = kiln_rng_uniform(rng) * sum;
     for (int i = 0; i < k - 1; i++) {
-        u -= exp((logits[order[i]] - max) / temperature);
+        u -= exp((logits[i] - max) / temperature);
         if (u < 0)
-            return order[i];
+            return ids[i];
     }
-    return order[k - 1];
+    return ids[k - 1];
 }
 
 /* The prompt's ids in hist (its last context characters at most, as the
@@ -74,13 +58,13 @@ static int prompt_ids(const lm_corpus *c, const char *prompt, int context,
    starts again from the last half of it, so the cost per character stays
    O(context). */
 static kiln_status feed_next(gpt_kv *kv, kiln_session *s, const int32_t *hist,
-                             int n, float *logits)
+                             int n, float *logits, int32_t *ids)
 {
     if (kv->len < kv->c.ctx)
-        return gpt_kv_feed(kv, s, hist + n - 1, 1, logits);
+        return gpt_kv_feed(kv, s, hist + n - 1, 1, logits, ids);
     int keep = kv->c.ctx / 2 > 0 ? kv->c.ctx / 2 : 1;
     kv->len = 0;
-    return gpt_kv_feed(kv, s, hist + n - keep, keep, logits);
+    return gpt_kv_feed(kv, s, hist + n - keep, keep, logits, ids);
 }
 
 /* The generation's error: the graph's when building it failed, else the
@@ -100,23 +84,28 @@ int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
         return lm_fail("out of memory");
     int32_t *hist = malloc((size_t)(g->ctx + o->sample_len) * sizeof *hist);
     float *logits = malloc((size_t)g->vocab * sizeof *logits);
-    int *order = malloc((size_t)g->vocab * sizeof *order);
-    int bad = !hist || !logits || !order ? lm_fail("out of memory") : 0;
+    int32_t *ids = malloc((size_t)g->vocab * sizeof *ids);
+    int bad = !hist || !logits || !ids ? lm_fail("out of memory") : 0;
     int n = bad ? -1 : prompt_ids(c, o->prompt, g->ctx, hist);
     bad = n < 0;
     kiln_rng rng;
     kiln_rng_seed(&rng, (uint64_t)o->seed + 1);
-    if (!bad && gpt_kv_feed(&kv, s, hist, n, logits) != KILN_OK)
+    /* greedy decoding needs the largest only */
+    kv.top_k = o->temperature > 0 ? o->top_k : 1;
+    int k = kv.top_k > 0 && kv.top_k < g->vocab ? kv.top_k : g->vocab;
+    if (!bad && gpt_kv_feed(&kv, s, hist, n, logits, ids) != KILN_OK)
         bad = kv_fail(&kv, s);
-    printf("Sample (temperature %g, top-k %d):\n", o->temperature, o->top_k);
+    if (!bad)
+        printf("Sample (temperature %g, top-k %d):\n", o->temperature,
+               o->top_k);
     for (int i = 0; !bad && i < n; i++)
         putchar(c->chars[hist[i]]);
     double start = kiln_now();
     for (int i = 0; !bad && i < o->sample_len; i++) {
-        hist[n] = draw(logits, g->vocab, o->temperature, o->top_k, &rng, order);
+        hist[n] = draw(logits, ids, k, o->temperature, &rng);
         putchar(c->chars[hist[n++]]);
         if (i + 1 < o->sample_len &&
-            feed_next(&kv, s, hist, n, logits) != KILN_OK)
+            feed_next(&kv, s, hist, n, logits, ids) != KILN_OK)
             bad = kv_fail(&kv, s);
     }
     double secs = kiln_now() - start;
@@ -127,6 +116,6 @@ int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
     gpt_kv_free(&kv);
     free(hist);
     free(logits);
-    free(order);
+    free(ids);
     return bad;
 }

@@ -148,6 +148,7 @@ int gpt_kv_init(gpt_kv *kv, const gpt_config *c)
     size_t n = (size_t)c->layers * (size_t)c->ctx * (size_t)c->width;
     kv->c = *c;
     kv->len = 0;
+    kv->top_k = 0;
     kv->keys = c->layers <= GPT_MAX_LAYERS ? malloc(n * sizeof(float)) : NULL;
     kv->values = kv->keys ? malloc(n * sizeof(float)) : NULL;
     kv->g = kv->values ? kiln_graph_new() : NULL;
@@ -181,13 +182,15 @@ static kiln_status gpt_kv_feed_past(kiln_session *s, kiln_node *past,
     return st;
 }
 
-/* Builds the step's graph: ids [1, n] after the kv->len stored positions.
-   Returns the logits node; cache receives the past inputs and new k, v. */
-static kiln_node *gpt_kv_graph(gpt_kv *kv, int n, gpt_cache *cache,
-                               kiln_node **ids)
+/* The step's graph: ids [1, n] after the kv->len stored positions.  The
+   cache receives the past inputs and the new keys and values; out[0] is
+   the logits of the last position ([1, vocab], or the top_k largest) and
+   out[1] their ids (NULL without top_k). */
+static void gpt_kv_graph(gpt_kv *kv, int n, gpt_cache *cache, kiln_node **ids,
+                         kiln_node **out)
 {
     kiln_graph *g = kv->g;
-    int64_t d = kv->c.width;
+    int64_t d = kv->c.width, vocab = kv->c.vocab;
     kiln_graph_clear(g);
     *ids = kiln_input(g, "ids", KILN_I32, KILN_SHAPE(1, n));
     for (int l = 0; l < kv->c.layers; l++) {
@@ -200,18 +203,18 @@ static kiln_node *gpt_kv_graph(gpt_kv *kv, int n, gpt_cache *cache,
         snprintf(name, sizeof name, "past_v%d", l);
         cache->v[l] = kiln_input(g, name, KILN_F32, KILN_SHAPE(1, kv->len, d));
     }
-    return gpt_logits(g, &kv->c, *ids, kv->len, cache);
+    int64_t lo[2] = {n - 1, 0}, hi[2] = {n, vocab};
+    out[0] = kiln_slice(g, gpt_logits(g, &kv->c, *ids, kv->len, cache), lo, hi);
+    out[1] = NULL;
+    if (kv->top_k > 0 && kv->top_k < vocab)
+        kiln_topk(g, out[0], kv->top_k, 1, &out[0], &out[1]);
 }
 
-kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
-                        int n, float *logits)
+/* Feeds the tokens and the stored keys and values to the step's inputs. */
+static kiln_status gpt_kv_inputs(gpt_kv *kv, kiln_session *s,
+                                 const gpt_cache *cache, kiln_node *ids,
+                                 const int32_t *tokens, int n)
 {
-    if (n < 1 || n > kv->c.ctx - kv->len)
-        return KILN_ERR_ARG;
-    gpt_cache cache;
-    kiln_node *ids, *out = gpt_kv_graph(kv, n, &cache, &ids);
-    if (kiln_graph_status(kv->g) != KILN_OK)
-        return kiln_graph_status(kv->g);
     int64_t d = kv->c.width, plane = (int64_t)kv->c.ctx * d;
     kiln_status st = KILN_ERR_MEMORY;
     kiln_tensor *t = kiln_tensor_new(KILN_I32, KILN_SHAPE(1, n));
@@ -221,13 +224,45 @@ kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
         kiln_tensor_free(t);
     }
     for (int l = 0; st == KILN_OK && kv->len && l < kv->c.layers; l++) {
-        st = gpt_kv_feed_past(s, cache.k[l], kv->keys + l * plane, kv->len, d);
+        st = gpt_kv_feed_past(s, cache->k[l], kv->keys + l * plane, kv->len, d);
         if (st == KILN_OK)
-            st = gpt_kv_feed_past(s, cache.v[l], kv->values + l * plane,
+            st = gpt_kv_feed_past(s, cache->v[l], kv->values + l * plane,
                                   kv->len, d);
     }
+    return st;
+}
+
+/* Copies the top_k ids (or 0 .. vocab - 1 without top_k) into top_ids. */
+static kiln_status gpt_kv_ids(gpt_kv *kv, kiln_session *s, kiln_node *idx,
+                              int32_t *top_ids)
+{
+    if (!idx) {
+        for (int i = 0; i < kv->c.vocab; i++)
+            top_ids[i] = i;
+        return KILN_OK;
+    }
+    kiln_tensor *t = kiln_node_value(s, idx);
+    if (!t)
+        return KILN_ERR_STATE;
+    memcpy(top_ids, kiln_tensor_i32(t), (size_t)kv->top_k * sizeof *top_ids);
+    kiln_tensor_free(t);
+    return KILN_OK;
+}
+
+kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
+                        int n, float *logits, int32_t *top_ids)
+{
+    if (n < 1 || n > kv->c.ctx - kv->len)
+        return KILN_ERR_ARG;
+    gpt_cache cache;
+    kiln_node *ids, *out[2];
+    gpt_kv_graph(kv, n, &cache, &ids, out);
+    if (kiln_graph_status(kv->g) != KILN_OK)
+        return kiln_graph_status(kv->g);
+    kiln_status st = gpt_kv_inputs(kv, s, &cache, ids, tokens, n);
     if (st == KILN_OK)
         st = kiln_forward(s, kv->g);
+    int64_t d = kv->c.width, plane = (int64_t)kv->c.ctx * d;
     for (int l = 0; st == KILN_OK && l < kv->c.layers; l++) {
         const float *k = kiln_node_value_f32(s, cache.nk[l]);
         const float *v = kiln_node_value_f32(s, cache.nv[l]);
@@ -235,11 +270,12 @@ kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
         memcpy(kv->keys + at, k, bytes * sizeof *k);
         memcpy(kv->values + at, v, bytes * sizeof *v);
     }
+    if (st == KILN_OK && top_ids)
+        st = gpt_kv_ids(kv, s, out[1], top_ids);
     if (st != KILN_OK)
         return st;
-    const float *y = kiln_node_value_f32(s, out);
-    memcpy(logits, y + (int64_t)(n - 1) * kv->c.vocab,
-           (size_t)kv->c.vocab * sizeof *y);
+    memcpy(logits, kiln_node_value_f32(s, out[0]),
+           (size_t)kiln_node_shape(out[0]).d[1] * sizeof *logits);
     kv->len += n;
     return KILN_OK;
 }

@@ -53,6 +53,8 @@ typedef struct gpt_kv {
     gpt_config c;
     float *keys, *values; /* [layers, ctx, width] */
     int len;              /* positions held, at most c.ctx */
+    int top_k; /* > 0: gpt_kv_feed gives only the top_k largest logits
+                  (kiln_topk in the graph); 0 (gpt_kv_init's) all */
     kiln_graph *g;
 } gpt_kv;
 
@@ -60,11 +62,13 @@ typedef struct gpt_kv {
 int gpt_kv_init(gpt_kv *kv, const gpt_config *c);
 void gpt_kv_free(gpt_kv *kv);
 /* Runs the n tokens (1 <= n <= ctx - len) at positions len .. len + n - 1
-   with s's variables, stores their keys and values and writes the logits
-   [vocab] of the last one.  KILN_ERR_ARG when they do not fit (reset len
-   to 0 and feed the last tokens again to slide the window); other errors
-   with the session's or the graph's message. */
+   with s's variables and stores their keys and values.  Writes the logits
+   of the last one to logits: all vocab of them, or with top_k the top_k
+   largest, largest first; top_ids (NULL: not wanted) receives their ids
+   (0 .. vocab - 1 without top_k).  KILN_ERR_ARG when the tokens do not fit
+   (reset len to 0 and feed the last tokens again to slide the window);
+   other errors with the session's or the graph's message. */
 kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
-                        int n, float *logits);
+                        int n, float *logits, int32_t *top_ids);
 
 #endif
