@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "char_lm_internal.h"
+#include "tool.h"
 
 enum { BLOCK = 4096, HELD_OUT_EVERY = 10 };
 
@@ -22,14 +23,14 @@ static int read_file(text *t, const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return lm_fail("%s: %s", path, strerror(errno));
+        return kiln_tool_fail("%s: %s", path, strerror(errno));
     int bad = 0;
     for (;;) {
         if (t->n == t->cap) {
             size_t cap = t->cap ? 2 * t->cap : 1 << 16;
             unsigned char *p = realloc(t->data, cap);
             if (!p) {
-                bad = lm_fail("%s: out of memory", path);
+                bad = kiln_tool_fail("%s: out of memory", path);
                 break;
             }
             t->data = p, t->cap = cap;
@@ -38,7 +39,7 @@ static int read_file(text *t, const char *path)
         t->n += got;
         if (got == 0) {
             if (ferror(f))
-                bad = lm_fail("%s: read error", path);
+                bad = kiln_tool_fail("%s: read error", path);
             break;
         }
     }
@@ -57,7 +58,7 @@ static char **list_texts(const char *dir, int *count)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        lm_fail("%s: %s", dir, strerror(errno));
+        kiln_tool_fail("%s: %s", dir, strerror(errno));
         return NULL;
     }
     char **names = NULL;
@@ -80,7 +81,7 @@ static char **list_texts(const char *dir, int *count)
     }
     closedir(d);
     if (bad) {
-        lm_fail("%s: out of memory", dir);
+        kiln_tool_fail("%s: out of memory", dir);
         while (n > 0)
             free(names[--n]);
         free(names);
@@ -96,9 +97,9 @@ static int read_text(text *t, const char *path)
 {
     struct stat st;
     if (stat(path, &st))
-        return lm_fail("%s: %s (the fortunes package's texts are in "
-                       "/usr/share/games/fortunes: scripts/setup)",
-                       path, strerror(errno));
+        return kiln_tool_fail("%s: %s (the fortunes package's texts are in "
+                              "/usr/share/games/fortunes: scripts/setup)",
+                              path, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return read_file(t, path);
     int n = 0, bad = 0;
@@ -129,7 +130,7 @@ static int split(lm_corpus *c, const text *t)
     c->train = malloc(t->n * sizeof *c->train);
     c->val = malloc(t->n * sizeof *c->val);
     if (!c->train || !c->val)
-        return lm_fail("corpus: out of memory");
+        return kiln_tool_fail("corpus: out of memory");
     for (size_t i = 0; i < t->n; i++) {
         int held = i / BLOCK % HELD_OUT_EVERY == HELD_OUT_EVERY - 1;
         int32_t id = c->ids[t->data[i]];
@@ -148,9 +149,10 @@ int lm_corpus_load(lm_corpus *c, const char *path, int context)
     int bad = read_text(&t, path) || split(c, &t);
     free(t.data);
     if (!bad && (c->n_val <= context || c->n_train <= context))
-        bad = lm_fail("%s: %lld characters: too short for context %d (each "
-                      "tenth block of %d is held out)",
-                      path, (long long)(c->n_train + c->n_val), context, BLOCK);
+        bad = kiln_tool_fail(
+            "%s: %lld characters: too short for context %d (each "
+            "tenth block of %d is held out)",
+            path, (long long)(c->n_train + c->n_val), context, BLOCK);
     if (bad)
         lm_corpus_free(c);
     return bad;

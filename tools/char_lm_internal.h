@@ -8,9 +8,6 @@
 #include "char_lm.h"
 #include "gpt.h"
 
-/* Prints "char_lm: <message>" to stderr and returns 1. */
-int lm_fail(const char *fmt, ...);
-
 /* A text as token ids: its distinct bytes, in byte order, are the
    vocabulary; every tenth block of 4096 characters is held out for
    validation, the rest is the training text. */

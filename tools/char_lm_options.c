@@ -1,24 +1,13 @@
 /* The language model's options, shared by examples/char_lm.c and
    `kiln train --model transformer`. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "char_lm_internal.h"
-
-int lm_fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("char_lm: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
+#include "tool.h"
 
 char_lm_options char_lm_defaults(void)
 {
@@ -67,18 +56,6 @@ void char_lm_usage(FILE *out, const char *prog)
             d.sample_len, d.eval_batches, d.log_every);
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return lm_fail("%s: '%s' is not an integer in [%d, %d]", flag, v, lo,
-                       hi);
-    *out = (int)x;
-    return 0;
-}
-
 static int parse_float(const char *flag, const char *v, float lo, float hi,
                        float *out)
 {
@@ -86,7 +63,8 @@ static int parse_float(const char *flag, const char *v, float lo, float hi,
     errno = 0;
     double x = strtod(v, &end);
     if (errno || *end || end == v || !(x >= lo && x <= hi))
-        return lm_fail("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
+        return kiln_tool_fail("%s: '%s' is not a number in [%g, %g]", flag, v,
+                              lo, hi);
     *out = (float)x;
     return 0;
 }
@@ -122,8 +100,9 @@ static int parse_flag(const char *a, const char *v, char_lm_options *o)
 {
     for (size_t i = 0; i < sizeof INT_FLAGS / sizeof *INT_FLAGS; i++)
         if (!strcmp(a, INT_FLAGS[i].name))
-            return parse_int(a, v, INT_FLAGS[i].lo, INT_FLAGS[i].hi,
-                             (int *)((char *)o + INT_FLAGS[i].offset));
+            return kiln_tool_parse_int(
+                a, v, INT_FLAGS[i].lo, INT_FLAGS[i].hi,
+                (int *)((char *)o + INT_FLAGS[i].offset));
     if (!strcmp(a, "--lr"))
         return parse_float(a, v, 0, 10, &o->lr) || (o->min_lr = o->lr / 10, 0);
     if (!strcmp(a, "--temperature"))
@@ -136,9 +115,9 @@ static int parse_flag(const char *a, const char *v, char_lm_options *o)
         return o->save = v, 0;
     if (!strcmp(a, "--model"))
         return strcmp(v, "transformer")
-                   ? lm_fail("--model: '%s' is not transformer", v)
+                   ? kiln_tool_fail("--model: '%s' is not transformer", v)
                    : 0;
-    return lm_fail("unknown option '%s'", a);
+    return kiln_tool_fail("unknown option '%s'", a);
 }
 
 int char_lm_parse(int argc, char **argv, int first, char_lm_options *o)
@@ -149,15 +128,15 @@ int char_lm_parse(int argc, char **argv, int first, char_lm_options *o)
             return 2;
     for (int i = first; i < argc; i += 2) {
         if (strncmp(argv[i], "--", 2))
-            return lm_fail("unexpected argument '%s'", argv[i]);
+            return kiln_tool_fail("unexpected argument '%s'", argv[i]);
         if (i + 1 >= argc)
-            return lm_fail("%s needs a value", argv[i]);
+            return kiln_tool_fail("%s needs a value", argv[i]);
         if (parse_flag(argv[i], argv[i + 1], o))
             return 1;
     }
     if (o->width % o->heads)
-        return lm_fail("--width %d is not a multiple of --heads %d", o->width,
-                       o->heads);
+        return kiln_tool_fail("--width %d is not a multiple of --heads %d",
+                              o->width, o->heads);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "char_lm_internal.h"
+#include "tool.h"
 
 /* An id drawn from softmax(logits / temperature) over the k candidates
    (logits with their ids); temperature 0 takes the first (the generation
@@ -37,7 +38,7 @@ static int prompt_ids(const lm_corpus *c, const char *prompt, int context,
 {
     size_t len = strlen(prompt);
     if (len == 0) {
-        lm_fail("--prompt: empty");
+        kiln_tool_fail("--prompt: empty");
         return -1;
     }
     const char *p = len > (size_t)context ? prompt + len - context : prompt;
@@ -45,8 +46,8 @@ static int prompt_ids(const lm_corpus *c, const char *prompt, int context,
     for (; *p; p++) {
         int id = c->ids[(unsigned char)*p];
         if (id < 0) {
-            lm_fail("--prompt: character 0x%02x is not in the corpus",
-                    (unsigned char)*p);
+            kiln_tool_fail("--prompt: character 0x%02x is not in the corpus",
+                           (unsigned char)*p);
             return -1;
         }
         hist[n++] = id;
@@ -71,9 +72,9 @@ static kiln_status feed_next(gpt_kv *kv, kiln_session *s, const int32_t *hist,
    session's; returns 1. */
 static int kv_fail(const gpt_kv *kv, kiln_session *s)
 {
-    return lm_fail("generation: %s", kiln_graph_status(kv->g) != KILN_OK
-                                         ? kiln_graph_error(kv->g)
-                                         : kiln_session_error(s));
+    return kiln_tool_fail("generation: %s", kiln_graph_status(kv->g) != KILN_OK
+                                                ? kiln_graph_error(kv->g)
+                                                : kiln_session_error(s));
 }
 
 int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
@@ -81,11 +82,11 @@ int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
 {
     gpt_kv kv;
     if (gpt_kv_init(&kv, g))
-        return lm_fail("out of memory");
+        return kiln_tool_fail("out of memory");
     int32_t *hist = malloc((size_t)(g->ctx + o->sample_len) * sizeof *hist);
     float *logits = malloc((size_t)g->vocab * sizeof *logits);
     int32_t *ids = malloc((size_t)g->vocab * sizeof *ids);
-    int bad = !hist || !logits || !ids ? lm_fail("out of memory") : 0;
+    int bad = !hist || !logits || !ids ? kiln_tool_fail("out of memory") : 0;
     int n = bad ? -1 : prompt_ids(c, o->prompt, g->ctx, hist);
     bad = n < 0;
     kiln_rng rng;

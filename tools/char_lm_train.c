@@ -9,6 +9,7 @@
 
 #include "char_lm.h"
 #include "char_lm_internal.h"
+#include "tool.h"
 #include "gpt.h"
 
 typedef struct trainer {
@@ -57,11 +58,11 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
     t->s = kiln_session_new(&so);
     t->g = kiln_graph_new();
     if (!t->s || !t->g)
-        return lm_fail("out of memory");
+        return kiln_tool_fail("out of memory");
     kiln_optim_options a = adamw(o);
     t->opt = kiln_optimizer_new(t->s, &a);
     if (!t->opt)
-        return lm_fail("%s", kiln_session_error(t->s));
+        return kiln_tool_fail("%s", kiln_session_error(t->s));
     int64_t b = o->batch, n = o->context;
     kiln_node *ids = kiln_input(t->g, "ids", KILN_I32, KILN_SHAPE(b, n));
     kiln_node *tgt = kiln_input(t->g, "targets", KILN_I32, KILN_SHAPE(b * n));
@@ -70,16 +71,16 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
     kiln_node *outs[2] = {loss, kiln_optimizer_build_step(t->opt, t->g, loss)};
     kiln_node *ins[2] = {ids, tgt};
     if (kiln_graph_status(t->g) != KILN_OK)
-        return lm_fail("%s", kiln_graph_error(t->g));
+        return kiln_tool_fail("%s", kiln_graph_error(t->g));
     t->step = kiln_compile(t->s, t->g, outs, 2, ins, 2);
     t->eval = t->step ? kiln_compile(t->s, t->g, outs, 1, ins, 2) : NULL;
     if (!t->eval)
-        return lm_fail("%s", kiln_session_error(t->s));
+        return kiln_tool_fail("%s", kiln_session_error(t->s));
     t->ids = kiln_tensor_new(KILN_I32, KILN_SHAPE(b, n));
     t->targets = kiln_tensor_new(KILN_I32, KILN_SHAPE(b * n));
     t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     if (!t->ids || !t->targets || !t->loss)
-        return lm_fail("out of memory");
+        return kiln_tool_fail("out of memory");
     return 0;
 }
 
@@ -101,7 +102,7 @@ static double run_batch(trainer *t, kiln_function *f)
 {
     kiln_tensor *in[2] = {t->ids, t->targets}, *out[2] = {t->loss, NULL};
     if (kiln_run(f, in, out) != KILN_OK) {
-        lm_fail("%s", kiln_session_error(t->s));
+        kiln_tool_fail("%s", kiln_session_error(t->s));
         return NAN;
     }
     return kiln_tensor_f32(t->loss)[0];
@@ -143,7 +144,9 @@ static int train(trainer *t, const lm_corpus *c, const char_lm_options *o)
                        (int64_t)(kiln_rng_uniform(&rng) * (double)span));
         double loss = run_batch(t, t->step);
         if (!isfinite(loss))
-            return isnan(loss) ? 1 : lm_fail("training diverged: lower --lr");
+            return isnan(loss)
+                       ? 1
+                       : kiln_tool_fail("training diverged: lower --lr");
         sum += loss;
         since++;
         kiln_progress_update(&bar, step, loss, t->batch * t->c.ctx);
@@ -180,7 +183,7 @@ int char_lm_run(const char_lm_options *o)
                log((double)corpus.vocab));
     bad = bad || isnan(val);
     if (!bad && o->save && kiln_session_save(t.s, o->save) != KILN_OK)
-        bad = lm_fail("%s", kiln_session_error(t.s));
+        bad = kiln_tool_fail("%s", kiln_session_error(t.s));
     if (!bad)
         bad = lm_sample(t.s, &t.c, &corpus, o);
     trainer_free(&t);

@@ -8,7 +8,6 @@
  *
  * Every failure prints one line "kiln: ..." and exits with status 1. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,29 +51,6 @@ static int usage(void)
 static int is_help(const char *a)
 {
     return !strcmp(a, "-h") || !strcmp(a, "--help");
-}
-
-int kiln_tool_fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("kiln: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return kiln_tool_fail("%s: '%s' is not an integer in [%d, %d]", flag, v,
-                              lo, hi);
-    *out = (int)x;
-    return 0;
 }
 
 static int parse_float(const char *flag, const char *v, float *out)
@@ -163,13 +139,13 @@ static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
         else if (!strcmp(a, "--lr"))
             r = parse_float(a, v, &c->lr);
         else if (!strcmp(a, "--epochs"))
-            r = parse_int(a, v, 1, 100000, &c->epochs);
+            r = kiln_tool_parse_int(a, v, 1, 100000, &c->epochs);
         else if (!strcmp(a, "--batch"))
-            r = parse_int(a, v, 1, 1 << 20, &c->batch);
+            r = kiln_tool_parse_int(a, v, 1, 1 << 20, &c->batch);
         else if (!strcmp(a, "--seed"))
-            r = parse_int(a, v, 0, 2147483647, &c->seed);
+            r = kiln_tool_parse_int(a, v, 0, 2147483647, &c->seed);
         else if (!strcmp(a, "--threads"))
-            r = parse_int(a, v, 0, 1024, &c->threads);
+            r = kiln_tool_parse_int(a, v, 0, 1024, &c->threads);
         else if (!strcmp(a, "--save"))
             r = (c->save = v, 0);
         else if (!strcmp(a, "--log"))
