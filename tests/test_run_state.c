@@ -374,12 +374,12 @@ static void test_backward_builds_once(void **state)
     }
     assert_int_equal(kiln_backward(s[0], g, m.loss), KILN_OK);
     int built = g->n_nodes;
-    const kiln_node *dw = kiln_run_find(s[0], g)->grad[m.w->id];
+    const kiln_node *dw = kiln_run_find(s[0], g)->e[m.w->id].grad;
     assert_int_equal(g->n_memo, 1);
     assert_int_equal(kiln_backward(s[0], g, m.loss), KILN_OK);
     assert_int_equal(kiln_backprop(s[0], g, m.loss), KILN_OK);
     assert_int_equal(g->n_nodes, built);
-    assert_ptr_equal(kiln_run_find(s[0], g)->grad[m.w->id], dw);
+    assert_ptr_equal(kiln_run_find(s[0], g)->e[m.w->id].grad, dw);
     expect_results(s[0], &m, &e, 1);
 
     for (int k = 0; k < 2; k++)

@@ -29,13 +29,14 @@ static int is_leaf(kiln_op op)
 
 int kiln_ckpt_released(const kiln_run_state *rs, const kiln_node *n)
 {
-    return n && n->id < rs->n_computed && !rs->value[n->id] && !is_leaf(n->op);
+    return n && n->id < rs->n_computed && !rs->e[n->id].value &&
+           !is_leaf(n->op);
 }
 
 /* Assignments are applied after the pass from their own values. */
 static int releasable(const kiln_run_state *rs, const kiln_node *n)
 {
-    return rs->value[n->id] && !n->checkpoint && !rs->keep[n->id] &&
+    return rs->e[n->id].value && !n->checkpoint && !rs->e[n->id].keep &&
            !is_leaf(n->op) && n->op != KILN_OP_ASSIGN && n->op != KILN_OP_DOALL;
 }
 

@@ -48,11 +48,11 @@ static kiln_status feed(kiln_session *s, kiln_graph *g, kiln_node *input,
     kiln_run_ctx r = {.s = s, .g = g, .rs = rs, .fn = "kiln_feed"};
     size_t bytes = kiln_tensor_bytes(t);
     /* a new value for the same input: overwrite the old one in place */
-    void *v = rs->value[input->id];
+    void *v = rs->e[input->id].value;
     if (!v && !(v = kiln_ws_alloc(&r, input, bytes)))
         return KILN_ERR_MEMORY;
     memcpy(v, t->data, bytes);
-    rs->value[input->id] = v;
+    rs->e[input->id].value = v;
     /* what was computed from the old value is recomputed by kiln_forward,
        with fresh random bits */
     kiln_run_invalidate(rs, g, input->id + 1);
@@ -101,7 +101,7 @@ static int input_summary(const kiln_run_state *rs, const kiln_node *x,
                          char *buf, size_t size)
 {
     char d[160];
-    const float *v = rs->value[x->id];
+    const float *v = rs->e[x->id].value;
     kiln_node_format(x, NULL, '\'', d, sizeof d);
     if (x->dtype != KILN_F32 || !v)
         return snprintf(buf, size, "%s", d);
@@ -120,11 +120,11 @@ static kiln_status nonfinite_error(kiln_run_ctx *r, kiln_node *n, int64_t at)
 {
     char msg[KILN_ERRMSG_MAX], d[160], of[200] = "";
     kiln_graph *g = r->g;
-    float bad = ((const float *)r->rs->value[n->id])[at];
+    float bad = ((const float *)r->rs->e[n->id].value)[at];
     kiln_node_format(n, NULL, '\'', d, sizeof d);
     if (n->id >= r->grad_first) {
         for (int id = 0; id < r->grad_first; id++)
-            if (r->rs->grad[id] == n) {
+            if (r->rs->e[id].grad == n) {
                 char f[160];
                 kiln_node_format(g->nodes[id], NULL, '\'', f, sizeof f);
                 snprintf(of, sizeof of, " (the gradient of %s)", f);
@@ -161,7 +161,7 @@ static kiln_status bind_variable(kiln_run_ctx *r, const kiln_node *n)
         return KILN_ERR_SHAPE;
     if (frozen)
         v->trainable = 0;
-    r->rs->value[n->id] = v->data;
+    r->rs->e[n->id].value = v->data;
     return KILN_OK;
 }
 
@@ -177,13 +177,13 @@ static kiln_status run_kernel(kiln_run_ctx *r, const kiln_node *n)
         return KILN_ERR_MEMORY;
     size_t bytes =
         (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
-    void *out = rs->block[n->id];
+    void *out = rs->e[n->id].block;
     if (out)
         memset(out, 0, bytes);
-    else if (!(out = rs->block[n->id] = kiln_ws_alloc(r, n, bytes)))
+    else if (!(out = rs->e[n->id].block = kiln_ws_alloc(r, n, bytes)))
         return KILN_ERR_MEMORY;
     for (int k = 0; k < n->n_in; k++)
-        in[k] = rs->value[n->in[k]->id];
+        in[k] = rs->e[n->in[k]->id].value;
     size_t sb = kiln_cpu_scratch_bytes(n);
     void *scratch = sb ? kiln_ws_scratch(r, n, sb) : NULL;
     if (sb && !scratch)
@@ -192,7 +192,7 @@ static kiln_status run_kernel(kiln_run_ctx *r, const kiln_node *n)
     if (kiln_cpu_run_kernel(&r->s->exec, n, out, in, scratch, msg,
                             sizeof msg) != KILN_OK)
         return kiln_session_fail(r->s, KILN_ERR_ARG, "%s: %s", r->fn, msg);
-    rs->value[n->id] = out;
+    rs->e[n->id].value = out;
     return KILN_OK;
 }
 
@@ -205,14 +205,14 @@ kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n)
         st = bind_variable(r, n);
         break;
     case KILN_OP_CONSTANT:
-        rs->value[n->id] = (void *)n->at.data;
+        rs->e[n->id].value = (void *)n->at.data;
         break;
     case KILN_OP_MODE:
     case KILN_OP_RNG_KEY:
         st = kiln_run_bound_leaf(r, n);
         break;
     case KILN_OP_INPUT:
-        if (!rs->value[n->id])
+        if (!rs->e[n->id].value)
             return kiln_session_fail(r->s, KILN_ERR_STATE,
                                      "%s: input '%s' (%%%d) was not fed", r->fn,
                                      kiln_node_name(n), n->id);
@@ -223,7 +223,7 @@ kiln_status kiln_run_compute(kiln_run_ctx *r, kiln_node *n)
     if (st != KILN_OK)
         return st;
     if (rs->check_finite && n->dtype == KILN_F32 && n->op != KILN_OP_CONSTANT) {
-        int64_t at = first_nonfinite(rs->value[n->id], n);
+        int64_t at = first_nonfinite(rs->e[n->id].value, n);
         if (at >= 0)
             return nonfinite_error(r, n, at);
     }
@@ -273,14 +273,14 @@ static kiln_status compute_nodes(kiln_run_ctx *r, int first)
         if (st != KILN_OK)
             return st;
         if (n->debug && id < r->grad_first)
-            kiln_debug_print(r->s->exec.debug, n, rs->value[id], "value");
+            kiln_debug_print(r->s->exec.debug, n, rs->e[id].value, "value");
         if (r->last_use && rs->checkpointing)
             kiln_ckpt_release_after(r, n);
     }
     for (int id = rs->n_computed - 1; id >= first; id--) {
         kiln_node *n = g->nodes[id];
         if (n->op == KILN_OP_ASSIGN)
-            memcpy(rs->value[n->in[0]->id], rs->value[id],
+            memcpy(rs->e[n->in[0]->id].value, rs->e[id].value,
                    (size_t)kiln_shape_numel(n->shape) *
                        kiln_dtype_size(n->dtype));
     }
@@ -358,11 +358,11 @@ static kiln_status check_loss(kiln_session *s, kiln_graph *g, kiln_node *loss,
 static void keep_results(kiln_run_ctx *r, const kiln_node *loss,
                          kiln_node **adj)
 {
-    r->rs->keep[loss->id] = 1;
+    r->rs->e[loss->id].keep = 1;
     for (int id = 0; id <= loss->id; id++) {
         const kiln_node *n = r->g->nodes[id];
         if (adj[id] && (n->op == KILN_OP_VARIABLE || n->debug))
-            r->rs->keep[adj[id]->id] = 1;
+            r->rs->e[adj[id]->id].keep = 1;
     }
 }
 
@@ -407,7 +407,7 @@ static kiln_status run_gradients(kiln_run_ctx *r, kiln_node *loss,
     if (!(r->rs = kiln_run_get(r->s, r->g, r->fn)))
         return KILN_ERR_MEMORY;
     for (int id = 0; id <= loss->id; id++)
-        r->rs->grad[id] = m->adj[id];
+        r->rs->e[id].grad = m->adj[id];
     if (r->rs->checkpointing)
         keep_results(r, loss, m->adj);
     r->grad_first = m->first;
@@ -415,9 +415,9 @@ static kiln_status run_gradients(kiln_run_ctx *r, kiln_node *loss,
         return st;
     r->rs->backward_loss = loss;
     for (int id = loss->id; id >= 0; id--) {
-        const kiln_node *n = r->g->nodes[id], *d = r->rs->grad[id];
-        if (n->debug && d && r->rs->value[d->id])
-            kiln_debug_print(r->s->exec.debug, n, r->rs->value[d->id],
+        const kiln_node *n = r->g->nodes[id], *d = r->rs->e[id].grad;
+        if (n->debug && d && r->rs->e[d->id].value)
+            kiln_debug_print(r->s->exec.debug, n, r->rs->e[d->id].value,
                              "gradient");
     }
     return KILN_OK;
@@ -438,7 +438,7 @@ kiln_status kiln_backward(kiln_session *s, kiln_graph *g, kiln_node *loss)
         .s = s, .g = g, .fn = "kiln_backward", .grad_first = INT_MAX};
     kiln_graph_read_lock(g);
     kiln_status st = check_loss(s, g, loss, &r.rs);
-    if (st == KILN_OK && !r.rs->value[loss->id] &&
+    if (st == KILN_OK && !r.rs->e[loss->id].value &&
         (st = kiln_ckpt_prepare(&r)) == KILN_OK)
         st = kiln_ckpt_restore(&r, loss);
     kiln_graph_unlock(g);

@@ -10,19 +10,25 @@
    gradients of its nodes, indexed by node id, the workspace they live in,
    and the modes set for the graph.  The graph itself is never written by a
    run, so several sessions can run one graph, each with its own state. */
+typedef struct kiln_run_entry {
+    void *value;        /* computed value, fed input or variable storage */
+    void *block;        /* workspace block of a computed value, kept while its
+                           value is stale so recomputing it reuses the block */
+    kiln_node *grad;    /* adjoint node after kiln_backward */
+    unsigned char keep; /* kept by backward itself with checkpointing on:
+                           the loss, gradients of variables and debug nodes */
+} kiln_run_entry;
+
 struct kiln_run_state {
     uint64_t graph_id; /* the graph's id (ids are never reused) */
     unsigned gen;      /* the graph's generation the values belong to */
     int cap;           /* length of the per-node arrays */
-    int used;     /* entries [0, used) may be set this generation: the largest
-                     node count sized for, so a reset clears only those */
-    void **value; /* computed value, fed input or variable storage */
-    void **block; /* workspace block of a computed value, kept while its
-                     value is stale so recomputing it reuses the block */
-    kiln_node **grad;    /* adjoint node after kiln_backward */
-    unsigned char *keep; /* kept by backward itself with checkpointing on:
-                            the loss, gradients of variables and debug nodes */
-    int n_computed;      /* nodes [0, n_computed) have values */
+    int used; /* entries [0, used) may be set this generation: the largest
+                 node count sized for, so a reset clears only those */
+    /* per node, one entry together so a node's state is one cache line
+       (the dynamic path's per-node overhead) */
+    kiln_run_entry *e;
+    int n_computed; /* nodes [0, n_computed) have values */
     const kiln_node *backward_loss;
     int ckpt_released; /* checkpointing released values since the clear */
     kiln_arena workspace;

@@ -66,11 +66,11 @@ kiln_status kiln_run_bound_leaf(kiln_run_ctx *r, const kiln_node *n)
     kiln_run_state *rs = r->rs;
     int is_mode = n->op == KILN_OP_MODE;
     size_t bytes = is_mode ? sizeof rs->mode : sizeof rs->key;
-    void *v = rs->block[n->id];
-    if (!v && !(v = rs->block[n->id] = kiln_ws_alloc(r, n, bytes)))
+    void *v = rs->e[n->id].block;
+    if (!v && !(v = rs->e[n->id].block = kiln_ws_alloc(r, n, bytes)))
         return KILN_ERR_MEMORY;
     memcpy(v, is_mode ? (void *)&rs->mode : (void *)rs->key, bytes);
-    rs->value[n->id] = v;
+    rs->e[n->id].value = v;
     int *at = is_mode ? &rs->mode_at : &rs->key_at;
     if (!*at || n->id + 1 < *at)
         *at = n->id + 1;

@@ -15,7 +15,7 @@ int kiln_dynamic_trains(kiln_session *s, const kiln_node *v)
 static void *value_of(kiln_session *s, const kiln_node *n)
 {
     kiln_run_state *rs = kiln_run_find(s, n->graph);
-    return rs && n->id < rs->cap ? rs->value[n->id] : NULL;
+    return rs && n->id < rs->cap ? rs->e[n->id].value : NULL;
 }
 
 /* n's gradient node from s's last kiln_backward of its graph, or NULL. */
@@ -23,7 +23,7 @@ static const kiln_node *grad_of(kiln_session *s, const kiln_node *n)
 {
     kiln_run_state *rs = kiln_run_find(s, n->graph);
     return rs && rs->backward_loss && n->id <= rs->backward_loss->id
-               ? rs->grad[n->id]
+               ? rs->e[n->id].grad
                : NULL;
 }
 
@@ -40,7 +40,7 @@ int kiln_dynamic_trained(kiln_session *s, kiln_graph *g, const char *fn,
     for (int i = 0; i < g->n_vars; i++) {
         kiln_node *v = g->vars[i], *d;
         if (v->id > rs->backward_loss->id || !kiln_dynamic_trains(s, v) ||
-            !(d = rs->grad[v->id]))
+            !(d = rs->e[v->id].grad))
             continue;
         if (d->id >= rs->n_computed) {
             kiln_session_fail(s, KILN_ERR_STATE,
@@ -49,7 +49,7 @@ int kiln_dynamic_trained(kiln_session *s, kiln_graph *g, const char *fn,
                               fn);
             return -1;
         }
-        if (rs->value[d->id]) {
+        if (rs->e[d->id].value) {
             vars[n] = v;
             grads[n++] = d;
         }
@@ -97,14 +97,14 @@ static const char *no_grad(kiln_run_state *rs, const kiln_node *n)
 {
     if (!rs || !rs->backward_loss || n->id > rs->backward_loss->id)
         return "has no gradient: run kiln_backward first";
-    const kiln_node *d = rs->grad[n->id];
+    const kiln_node *d = rs->e[n->id].grad;
     if (d && d->id >= rs->n_computed)
         return "has a stale gradient (an input was fed after "
                "kiln_backward): run kiln_forward first";
     if (d && kiln_ckpt_released(rs, d))
         return "has a gradient that was released by gradient checkpointing "
                "(mark it with kiln_checkpoint to keep it)";
-    if (!d || !rs->value[d->id])
+    if (!d || !rs->e[d->id].value)
         return "has no gradient: the loss does not depend on it through a "
                "trainable variable";
     return NULL;
@@ -122,7 +122,7 @@ kiln_tensor *kiln_node_grad(kiln_session *s, kiln_node *n)
                           kiln_op_table[n->op].name, why);
         return NULL;
     }
-    return copy_out(s, n, rs->value[rs->grad[n->id]->id]);
+    return copy_out(s, n, rs->e[rs->e[n->id].grad->id].value);
 }
 
 const float *kiln_node_value_f32(kiln_session *s, const kiln_node *n)

@@ -14,10 +14,7 @@
 static void run_free(kiln_run_state *rs)
 {
     kiln_arena_free(&rs->workspace);
-    free(rs->value);
-    free(rs->block);
-    free(rs->grad);
-    free(rs->keep);
+    free(rs->e);
     free(rs);
 }
 
@@ -37,10 +34,7 @@ static void run_reset(kiln_run_state *rs, unsigned gen)
     size_t n = (size_t)rs->used;
     rs->used = 0;
     if (n) {
-        memset(rs->value, 0, n * sizeof *rs->value);
-        memset(rs->block, 0, n * sizeof *rs->block);
-        memset(rs->grad, 0, n * sizeof *rs->grad);
-        memset(rs->keep, 0, n * sizeof *rs->keep);
+        memset(rs->e, 0, n * sizeof *rs->e);
     }
     rs->gen = gen;
     rs->n_computed = 0;
@@ -86,10 +80,7 @@ static int run_fit(kiln_run_state *rs, const kiln_graph *g)
     int cap = rs->cap ? rs->cap : 64;
     while (cap < g->n_nodes)
         cap = cap < INT_MAX / 2 ? 2 * cap : g->n_nodes;
-    if (!grow((void **)&rs->value, rs->cap, cap, sizeof *rs->value) ||
-        !grow((void **)&rs->block, rs->cap, cap, sizeof *rs->block) ||
-        !grow((void **)&rs->grad, rs->cap, cap, sizeof *rs->grad) ||
-        !grow((void **)&rs->keep, rs->cap, cap, sizeof *rs->keep))
+    if (!grow((void **)&rs->e, rs->cap, cap, sizeof *rs->e))
         return 0;
     rs->cap = cap;
     rs->used = g->n_nodes;
@@ -181,7 +172,7 @@ void kiln_run_invalidate(kiln_run_state *rs, const kiln_graph *g, int from)
 {
     for (int id = from; id < g->n_nodes && id < rs->cap; id++)
         if (g->nodes[id]->op != KILN_OP_INPUT)
-            rs->value[id] = NULL;
+            rs->e[id].value = NULL;
     if (rs->n_computed > from)
         rs->n_computed = from;
 }

@@ -121,12 +121,12 @@ void kiln_ws_release(kiln_run_state *rs, const kiln_node *n)
         rs->ws_bins =
             kiln_arena_alloc(&rs->workspace, WS_BINS * sizeof(ws_bin));
     ws_bin *bin = rs->ws_bins ? ws_find_bin(rs, size, 1) : NULL;
-    void *value = rs->value[n->id];
+    void *value = rs->e[n->id].value;
     if (bin) {
         *(void **)value = bin->head;
         bin->head = value;
     }
-    rs->value[n->id] = rs->block[n->id] = NULL;
+    rs->e[n->id].value = rs->e[n->id].block = NULL;
     rs->ckpt_released = 1;
     rs->ws_live -= size < rs->ws_live ? size : rs->ws_live;
 }
