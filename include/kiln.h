@@ -56,5 +56,6 @@
 #include "kiln/io.h"
 #include "kiln/axes.h"
 #include "kiln/modules.h"
+#include "kiln/onnx.h"
 
 #endif /* KILN_H */

@@ -47,6 +47,8 @@ typedef enum kiln_status {
     KILN_ERR_IO,     /* file missing, unreadable, truncated or corrupt */
     KILN_ERR_NOTFOUND, /* a name that does not exist */
     KILN_ERR_NUMERIC,  /* NaN or infinity found, gradient check failed */
+    KILN_ERR_UNSUPPORTED, /* valid input Kiln cannot handle (an ONNX op,
+                             attribute value or dtype; a missing feature) */
 } kiln_status;
 
 typedef enum kiln_dtype {

@@ -50,6 +50,8 @@ const char *kiln_status_str(kiln_status st)
         return "not found";
     case KILN_ERR_NUMERIC:
         return "numeric error";
+    case KILN_ERR_UNSUPPORTED:
+        return "unsupported";
     }
     return "unknown status";
 }

@@ -1,0 +1,76 @@
+/* Kiln: ONNX import (src/onnx/, built on protobuf-c).
+   Part of the public API: include "kiln.h", which includes every part.
+   Always declared; a library built without protobuf-c (CMake option
+   KILN_ONNX off or the packages missing) returns KILN_ERR_UNSUPPORTED from
+   every function here that can fail. */
+#ifndef KILN_ONNX_H
+#define KILN_ONNX_H
+
+#include "kiln/graph.h"
+
+KILN_DECLS_BEGIN
+
+/* An imported model: the graph's input and output nodes by ONNX name, and
+   what the file says about itself.  Owned by the caller (kiln_onnx_free);
+   its nodes belong to the graph it was loaded into. */
+typedef struct kiln_onnx_model kiln_onnx_model;
+
+typedef struct kiln_onnx_options {
+    /* Initializers become trainable f32 variables of this name (prefixed by
+       variable_prefix when not NULL) instead of constants; their values are
+       the variables' initial values.  Integer initializers stay constants. */
+    int trainable_initializers;
+    const char *variable_prefix;
+    /* The size given to dimensions the model names ("batch", "N") or
+       leaves unknown, while building (0 means 1).  Those dimensions of an
+       input become symbolic (kiln_input_sym) when they are its first. */
+    int64_t named_dim_size;
+} kiln_onnx_options;
+
+/* Loads the ONNX model at path into g: inputs become kiln_input nodes,
+   initializers constants (or variables, see the options), each node Kiln
+   ops; tensors stored as external data are read from files in the model's
+   folder (a location that leaves the folder is refused).  NULL opt means
+   the defaults.  On success *model holds the model (KILN_OK).  Otherwise:
+   KILN_ERR_IO for an unreadable or malformed file, KILN_ERR_UNSUPPORTED
+   when a node's op, attribute value or dtype has no Kiln mapping (every
+   such node is listed, by name and op, before anything is built to run),
+   KILN_ERR_ARG / SHAPE / DTYPE when the graph does not check.  *model is
+   then a model holding only the message (kiln_onnx_error; free it), or
+   NULL when even that could not be made (kiln_last_error). */
+kiln_status kiln_onnx_load(kiln_graph *g, const char *path,
+                           const kiln_onnx_options *opt,
+                           kiln_onnx_model **model);
+/* Frees the model (not its graph or nodes).  NULL is a no-op. */
+void kiln_onnx_free(kiln_onnx_model *m);
+/* The load's status and message: every problem found, one a line ("" after
+   a success; "model is NULL" for NULL). */
+kiln_status kiln_onnx_status(const kiln_onnx_model *m);
+const char *kiln_onnx_error(const kiln_onnx_model *m);
+
+/* The graph's inputs (initializers excluded) and outputs, in the file's
+   order: count, ONNX name and node (NULL / 0 when out of range or the load
+   failed). */
+int kiln_onnx_num_inputs(const kiln_onnx_model *m);
+int kiln_onnx_num_outputs(const kiln_onnx_model *m);
+const char *kiln_onnx_input_name(const kiln_onnx_model *m, int i);
+const char *kiln_onnx_output_name(const kiln_onnx_model *m, int i);
+kiln_node *kiln_onnx_input(const kiln_onnx_model *m, int i);
+kiln_node *kiln_onnx_output(const kiln_onnx_model *m, int i);
+/* The ONNX element type (TensorProto.DataType: 1 float, 7 int64, 9 bool,
+   ...) the model gives the i-th input / output; Kiln holds floats as f32,
+   bools as f32 0/1 and integers as i32. */
+int kiln_onnx_input_type(const kiln_onnx_model *m, int i);
+int kiln_onnx_output_type(const kiln_onnx_model *m, int i);
+/* The default-domain opset the model imports (0 when none). */
+int64_t kiln_onnx_opset(const kiln_onnx_model *m);
+
+/* Prints what an ONNX file holds, without building anything: IR version,
+   opsets, producer, inputs and outputs with types and shapes (named dims by
+   name), a histogram of node ops and the number of parameters in the
+   initializers.  KILN_ERR_IO (kiln_last_error) for an unreadable or
+   malformed file, KILN_ERR_ARG for NULL arguments. */
+kiln_status kiln_onnx_info(const char *path, FILE *out);
+
+KILN_DECLS_END
+#endif /* KILN_ONNX_H */

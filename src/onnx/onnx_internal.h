@@ -1,0 +1,153 @@
+/* What the ONNX importer's files share: the parsed file, host tensors read
+   from TensorProtos, the table of values by name and the op converters. */
+#ifndef KILN_ONNX_INTERNAL_H
+#define KILN_ONNX_INTERNAL_H
+
+#include "base/error.h"
+#include "onnx.pb-c.h"
+
+/* TensorProto.DataType values used by name. */
+enum {
+    OX_FLOAT = 1,
+    OX_UINT8 = 2,
+    OX_INT8 = 3,
+    OX_UINT16 = 4,
+    OX_INT16 = 5,
+    OX_INT32 = 6,
+    OX_INT64 = 7,
+    OX_STRING = 8,
+    OX_BOOL = 9,
+    OX_FLOAT16 = 10,
+    OX_DOUBLE = 11,
+    OX_UINT32 = 12,
+    OX_UINT64 = 13,
+};
+
+/* Largest model file read (protobuf's own limit is 2 GiB). */
+#define OX_MAX_FILE ((int64_t)2 << 30)
+
+/* Reads and unpacks the model at path (protobuf-c checks the wire format).
+   NULL with kiln_last_error on failure. */
+Onnx__ModelProto *ox_read_model(const char *path);
+/* Unpacks a TensorProto file (the conformance data's input_0.pb ...). */
+Onnx__TensorProto *ox_read_tensor_file(const char *path);
+/* "float", "int64", ... ("type 42" for an unknown one; buf holds it). */
+const char *ox_type_name(int type, char *buf, size_t n);
+/* 1 when Kiln holds values of this ONNX type (as f32 or i32). */
+int ox_type_supported(int type);
+/* The Kiln dtype of a supported ONNX type: f32 for floats and bools, i32
+   for integers. */
+kiln_dtype ox_kiln_dtype(int type);
+
+/* A tensor's values on the host: floats (and bools, as 0/1) in f, integers
+   widened to int64 in i; exactly one is set (both NULL when numel is 0). */
+typedef struct ox_host {
+    int type;
+    kiln_shape shape;
+    int64_t numel;
+    float *f;
+    int64_t *i;
+} ox_host;
+
+/* Fills h from t, checking its dims (at most KILN_MAX_DIMS, each >= 0, the
+   element count bounded) against the size of its data, which comes from
+   raw_data, the typed fields or, with dir (the model's folder) set, an
+   external file inside dir.  -1 with a message in err (n bytes) on a
+   malformed or unsupported tensor; ret_unsupported then says which. */
+int ox_host_read(const Onnx__TensorProto *t, const char *dir, ox_host *h,
+                 char *err, size_t n, int *unsupported);
+void ox_host_free(ox_host *h);
+/* The i32 copy of h's integers; -1 (message in err) when one does not fit. */
+int ox_host_i32(const ox_host *h, int32_t **out, char *err, size_t n);
+
+/* A named value of the graph being imported. */
+typedef struct ox_value {
+    const char *name; /* points into the model proto */
+    kiln_node *node;  /* NULL when its producer failed */
+    int type;         /* ONNX element type */
+    ox_host *known;   /* host values when known while loading */
+} ox_value;
+
+/* The state of one import. */
+typedef struct ox_ctx {
+    kiln_graph *g;
+    const char *dir;
+    kiln_onnx_options opt;
+    int64_t opset;
+    ox_value *vals;
+    int n_vals, cap_vals;
+    char *msg; /* every problem, one a line */
+    size_t msg_len, msg_cap;
+    kiln_status st; /* the first problem's */
+    int n_problems;
+    int building; /* 0 once the graph failed: later nodes are only checked */
+} ox_ctx;
+
+/* One node being converted: its inputs (NULL for an empty optional name or
+   past the node's count) and where its outputs go. */
+#define OX_MAX_IO 16
+typedef struct ox_node {
+    const Onnx__NodeProto *p;
+    ox_value *in[OX_MAX_IO];
+    int n_in;
+    kiln_node *out[OX_MAX_IO];
+    int out_type[OX_MAX_IO];
+    ox_host *out_known[OX_MAX_IO];
+    int n_out;
+} ox_node;
+
+/* Records a problem of the current node ("node 'n' (Op): ..."). */
+void ox_problem(ox_ctx *c, const ox_node *n, kiln_status st, const char *fmt,
+                ...) KILN_PRINTF(4, 5);
+/* Records a problem of the model as a whole. */
+void ox_model_problem(ox_ctx *c, kiln_status st, const char *fmt, ...)
+    KILN_PRINTF(3, 4);
+
+/* Attributes: each getter returns 0 and *out = def when the attribute is
+   absent, 0 with its value when present with the right type, -1 (and a
+   recorded problem) on a wrong type. */
+const Onnx__AttributeProto *ox_attr(const ox_node *n, const char *name);
+int ox_attr_int(ox_ctx *c, const ox_node *n, const char *name, int64_t def,
+                int64_t *out);
+int ox_attr_float(ox_ctx *c, const ox_node *n, const char *name, float def,
+                  float *out);
+/* *out points into the proto; *count 0 when absent. */
+int ox_attr_ints(ox_ctx *c, const ox_node *n, const char *name,
+                 const int64_t **out, int64_t *count);
+/* A string attribute copied into buf (n bytes; def when absent). */
+int ox_attr_string(ox_ctx *c, const ox_node *n, const char *name,
+                   const char *def, char *buf, size_t size);
+
+/* The integers of input i, known at load time (an initializer, a Constant
+   or folded shape arithmetic); NULL with a recorded problem otherwise. */
+const ox_host *ox_known_ints(ox_ctx *c, const ox_node *n, int i);
+/* The ONNX type of input i (0 when missing). */
+int ox_in_type(const ox_node *n, int i);
+/* Input i's node; NULL when missing, or (recorded) when it is an integer
+   tensor known only on the host because its values do not fit i32. */
+kiln_node *ox_in(ox_ctx *c, const ox_node *n, int i);
+/* Input i as an f32 node (integers cast; NULL when missing). */
+kiln_node *ox_f32(ox_ctx *c, const ox_node *n, int i);
+/* Sets output 0 of n: node and ONNX type; a float result of an integer op
+   is cast back to i32. */
+void ox_out(ox_ctx *c, ox_node *n, kiln_node *y, int type);
+/* A new host tensor of numel int64 values shaped shape (known values). */
+ox_host *ox_host_ints(kiln_shape shape, const int64_t *v);
+/* Normalises axis (negative counts from the end) into [0, ndim); -1 and a
+   recorded problem when out of range. */
+int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);
+
+/* The converters, one per op type; each returns 0, or -1 after recording
+   why.  attrs lists the attributes the converter reads (comma-separated);
+   any other attribute is reported as unsupported. */
+typedef int (*ox_convert_fn)(ox_ctx *c, ox_node *n);
+typedef struct ox_op {
+    const char *name;
+    ox_convert_fn fn;
+    const char *attrs;
+} ox_op;
+/* The op of this type, NULL when unsupported. */
+const ox_op *ox_find_op(const char *type);
+extern const ox_op ox_math_ops[], ox_shape_ops[], ox_tensor_ops[], ox_nn_ops[];
+
+#endif

@@ -1,0 +1,376 @@
+/* Converters of the movement ops whose ONNX form takes shapes, axes or
+   indices as tensors: those must be known while loading (initializers,
+   Constants, or shapes computed from static shapes). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+
+/* The known integers of input 0, carried to the output with a new shape
+   (shape arithmetic: Reshape, Squeeze, Unsqueeze of a known vector). */
+static void carry_known(ox_node *n, kiln_shape s)
+{
+    const ox_host *k = n->in[0] ? n->in[0]->known : NULL;
+    if (k && k->i && kiln_shape_numel(s) == k->numel)
+        n->out_known[0] = ox_host_ints(s, k->i);
+}
+
+/* The axes of an op: the attribute before opset `since`, else input 1. */
+static int axes_of(ox_ctx *c, const ox_node *n, int64_t since,
+                   const int64_t **axes, int64_t *count)
+{
+    if (c->opset < since)
+        return ox_attr_ints(c, n, "axes", axes, count);
+    *axes = NULL;
+    *count = 0;
+    if (n->n_in < 2 || !n->in[1])
+        return 0;
+    const ox_host *h = ox_known_ints(c, n, 1);
+    if (!h)
+        return -1;
+    *axes = h->i;
+    *count = h->numel;
+    return 0;
+}
+
+static int conv_reshape(ox_ctx *c, ox_node *n)
+{
+    const ox_host *h = NULL;
+    const int64_t *v = NULL;
+    int64_t count = 0, allowzero = 0;
+    if (c->opset < 5) {
+        if (ox_attr_ints(c, n, "shape", &v, &count))
+            return -1;
+    } else if (!(h = ox_known_ints(c, n, 1)))
+        return -1;
+    if (h) {
+        v = h->i;
+        count = h->numel;
+    }
+    if (ox_attr_int(c, n, "allowzero", 0, &allowzero))
+        return -1;
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape in = kiln_node_shape(x), s = {0};
+    if (count > KILN_MAX_DIMS)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "more than 8 dims"), -1;
+    s.ndim = (int)count;
+    for (int k = 0; k < s.ndim; k++) {
+        s.d[k] = v[k] == 0 && !allowzero && k < in.ndim ? in.d[k] : v[k];
+        if (s.d[k] < -1)
+            return ox_problem(c, n, KILN_ERR_ARG, "bad target shape"), -1;
+    }
+    n->out[0] = kiln_reshape(c->g, x, s);
+    n->out_type[0] = ox_in_type(n, 0);
+    carry_known(n, kiln_node_shape(n->out[0]));
+    return 0;
+}
+
+static int conv_flatten(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape s = kiln_node_shape(x);
+    if (ox_attr_int(c, n, "axis", 1, &axis))
+        return -1;
+    if (axis < -s.ndim || axis > s.ndim)
+        return ox_problem(c, n, KILN_ERR_ARG, "axis out of range"), -1;
+    int a = (int)(axis < 0 ? axis + s.ndim : axis);
+    kiln_node *y;
+    if (a == 0)
+        y = kiln_reshape(c->g, x, KILN_SHAPE(1, -1));
+    else if (a == s.ndim)
+        y = kiln_reshape(c->g, kiln_flatten(c->g, x, 0, -1),
+                         KILN_SHAPE(kiln_shape_numel(s), 1));
+    else {
+        y = kiln_flatten(c->g, x, a, -1);
+        if (a > 1)
+            y = kiln_flatten(c->g, y, 0, a - 1);
+    }
+    n->out[0] = y;
+    n->out_type[0] = ox_in_type(n, 0);
+    return 0;
+}
+
+static int conv_transpose(ox_ctx *c, ox_node *n)
+{
+    const int64_t *perm;
+    int64_t count;
+    kiln_node *x = ox_in(c, n, 0);
+    int nd = kiln_node_shape(x).ndim, p[KILN_MAX_DIMS];
+    if (ox_attr_ints(c, n, "perm", &perm, &count))
+        return -1;
+    if (count && count != nd)
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "perm has %lld entries for rank %d", (long long)count,
+                          nd),
+               -1;
+    for (int k = 0; k < nd; k++) {
+        p[k] = count ? (int)perm[k] : nd - 1 - k;
+        if (p[k] < 0 || p[k] >= nd)
+            return ox_problem(c, n, KILN_ERR_ARG, "bad perm"), -1;
+    }
+    n->out[0] = kiln_permute(c->g, x, p);
+    n->out_type[0] = ox_in_type(n, 0);
+    return 0;
+}
+
+/* Squeeze (unsqueeze 0) or Unsqueeze (1): a reshape to the new shape. */
+static int squeeze(ox_ctx *c, ox_node *n, int unsqueeze)
+{
+    const int64_t *axes;
+    int64_t count;
+    if (axes_of(c, n, 13, &axes, &count))
+        return -1;
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape in = kiln_node_shape(x), s = {0};
+    int rank = unsqueeze ? in.ndim + (int)count : in.ndim;
+    unsigned mask = 0;
+    if (rank > KILN_MAX_DIMS)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "more than 8 dims"), -1;
+    for (int64_t k = 0; k < count; k++) {
+        int a = ox_axis(c, n, axes[k], rank);
+        if (a < 0)
+            return -1;
+        mask |= KILN_AXIS(a);
+    }
+    for (int k = 0, j = 0; k < rank; k++) {
+        if (unsqueeze)
+            s.d[s.ndim++] = mask & KILN_AXIS(k) ? 1 : in.d[j++];
+        else if (count ? !(mask & KILN_AXIS(k)) : in.d[k] != 1)
+            s.d[s.ndim++] = in.d[k];
+    }
+    n->out[0] = kiln_reshape(c->g, x, s);
+    n->out_type[0] = ox_in_type(n, 0);
+    carry_known(n, s);
+    return 0;
+}
+
+static int conv_squeeze(ox_ctx *c, ox_node *n)
+{
+    return squeeze(c, n, 0);
+}
+
+static int conv_unsqueeze(ox_ctx *c, ox_node *n)
+{
+    return squeeze(c, n, 1);
+}
+
+/* Concatenation of known integer vectors (shape arithmetic) is folded. */
+static void concat_known(ox_node *n)
+{
+    int64_t total = 0, v[64];
+    for (int k = 0; k < n->n_in; k++) {
+        const ox_host *h = n->in[k] ? n->in[k]->known : NULL;
+        if (!h || !h->i || h->shape.ndim != 1 || total + h->numel > 64)
+            return;
+        memcpy(v + total, h->i, (size_t)h->numel * sizeof *v);
+        total += h->numel;
+    }
+    n->out_known[0] = ox_host_ints(KILN_SHAPE(total), v);
+}
+
+static int conv_concat(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    kiln_node *xs[OX_MAX_IO];
+    if (ox_attr_int(c, n, "axis", 0, &axis))
+        return -1;
+    int a = ox_axis(c, n, axis, kiln_node_shape(ox_in(c, n, 0)).ndim);
+    if (a < 0)
+        return -1;
+    for (int k = 0; k < n->n_in; k++)
+        xs[k] = ox_in(c, n, k);
+    n->out[0] = kiln_concat(c->g, xs, n->n_in, a);
+    n->out_type[0] = ox_in_type(n, 0);
+    concat_known(n);
+    return 0;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Slice's starts, ends and axes: attributes before opset 10, inputs from
+   it (steps must be 1). */
+static int slice_args(ox_ctx *c, ox_node *n, const int64_t *arg[3],
+                      int64_t cnt[3])
+{
+    static const char *const names[3] = {"starts", "ends", "axes"};
+    for (int k = 0; k < 3; k++) {
+        if (c->opset < 10) {
+            if (ox_attr_ints(c, n, names[k], &arg[k], &cnt[k]))
+                return -1;
+            continue;
+        }
+        arg[k] = NULL;
+        cnt[k] = 0;
+        if (k == 2 && (n->n_in <= 3 || !n->in[3]))
+            continue;
+        const ox_host *h = ox_known_ints(c, n, k + 1);
+        if (!h)
+            return -1;
+        arg[k] = h->i;
+        cnt[k] = h->numel;
+    }
+    if (c->opset >= 10 && n->n_in > 4 && n->in[4]) {
+        const ox_host *st = ox_known_ints(c, n, 4);
+        if (!st)
+            return -1;
+        for (int64_t k = 0; k < st->numel; k++)
+            if (st->i[k] != 1)
+                return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                                  "steps other than 1"),
+                       -1;
+    }
+    if (cnt[0] != cnt[1] || (arg[2] && cnt[2] != cnt[0]))
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "starts, ends and axes differ "
+                          "in length"),
+               -1;
+    return 0;
+}
+
+static int conv_slice(ox_ctx *c, ox_node *n)
+{
+    const int64_t *arg[3];
+    int64_t cnt[3];
+    if (slice_args(c, n, arg, cnt))
+        return -1;
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape s = kiln_node_shape(x);
+    int64_t start[KILN_MAX_DIMS], stop[KILN_MAX_DIMS];
+    for (int k = 0; k < s.ndim; k++) {
+        start[k] = 0;
+        stop[k] = s.d[k];
+    }
+    for (int64_t k = 0; k < cnt[0]; k++) {
+        int a = ox_axis(c, n, arg[2] ? arg[2][k] : k, s.ndim);
+        if (a < 0)
+            return -1;
+        int64_t d = s.d[a], b = arg[0][k], e = arg[1][k];
+        b = clamp64(b < 0 ? b + d : b, 0, d);
+        e = clamp64(e < 0 ? e + d : e, 0, d);
+        start[a] = b;
+        stop[a] = e < b ? b : e;
+    }
+    n->out[0] = kiln_slice(c->g, x, start, stop);
+    n->out_type[0] = ox_in_type(n, 0);
+    return 0;
+}
+
+/* Known indices: negatives wrapped, then an i32 constant. */
+static kiln_node *known_indices(ox_ctx *c, ox_node *n, const ox_host *h,
+                                int64_t dim)
+{
+    int32_t *v = malloc(h->numel ? (size_t)h->numel * sizeof *v : 1);
+    if (!v)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
+    for (int64_t k = 0; k < h->numel; k++) {
+        int64_t i = h->i[k] < 0 ? h->i[k] + dim : h->i[k];
+        if (i < 0 || i >= dim) {
+            free(v);
+            return ox_problem(c, n, KILN_ERR_ARG, "index %lld out of range",
+                              (long long)h->i[k]),
+                   NULL;
+        }
+        v[k] = (int32_t)i;
+    }
+    kiln_node *idx = kiln_constant(c->g, KILN_I32, KILN_SHAPE(h->numel), v);
+    free(v);
+    return idx;
+}
+
+/* Gather of a known vector at known indices (shape arithmetic). */
+static void gather_known(ox_node *n, const ox_host *idx)
+{
+    const ox_host *d = n->in[0]->known;
+    int64_t v[64];
+    if (!d || !d->i || d->shape.ndim != 1 || !idx || idx->numel > 64)
+        return;
+    for (int64_t k = 0; k < idx->numel; k++) {
+        int64_t i = idx->i[k] < 0 ? idx->i[k] + d->numel : idx->i[k];
+        if (i < 0 || i >= d->numel)
+            return;
+        v[k] = d->i[i];
+    }
+    n->out_known[0] = ox_host_ints(idx->shape, v);
+}
+
+static int conv_gather(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    kiln_node *x = ox_in(c, n, 0), *idx = ox_in(c, n, 1);
+    kiln_shape s = kiln_node_shape(x), is = kiln_node_shape(idx), out = {0};
+    if (ox_attr_int(c, n, "axis", 0, &axis))
+        return -1;
+    int a = ox_axis(c, n, axis, s.ndim);
+    if (a < 0)
+        return -1;
+    if (s.ndim - 1 + is.ndim > KILN_MAX_DIMS)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "more than 8 dims"), -1;
+    const ox_host *known = n->in[1]->known;
+    if (known && known->i)
+        idx = known_indices(c, n, known, s.d[a]);
+    else
+        idx = kiln_reshape(c->g, idx, KILN_SHAPE(kiln_shape_numel(is)));
+    if (!idx)
+        return -1;
+    for (int k = 0; k < a; k++)
+        out.d[out.ndim++] = s.d[k];
+    for (int k = 0; k < is.ndim; k++)
+        out.d[out.ndim++] = is.d[k];
+    for (int k = a + 1; k < s.ndim; k++)
+        out.d[out.ndim++] = s.d[k];
+    n->out[0] = kiln_reshape(c->g, kiln_index_select(c->g, x, a, idx), out);
+    n->out_type[0] = ox_in_type(n, 0);
+    gather_known(n, known && known->i ? known : NULL);
+    return 0;
+}
+
+static int conv_shape(ox_ctx *c, ox_node *n)
+{
+    kiln_shape s = kiln_node_shape(ox_in(c, n, 0));
+    int64_t start, end, v[KILN_MAX_DIMS];
+    if (ox_attr_int(c, n, "start", 0, &start) ||
+        ox_attr_int(c, n, "end", s.ndim, &end))
+        return -1;
+    start = clamp64(start < 0 ? start + s.ndim : start, 0, s.ndim);
+    end = clamp64(end < 0 ? end + s.ndim : end, start, s.ndim);
+    int32_t v32[KILN_MAX_DIMS];
+    for (int64_t k = start; k < end; k++) {
+        v[k - start] = s.d[k];
+        v32[k - start] = (int32_t)s.d[k];
+    }
+    kiln_shape os = KILN_SHAPE(end - start);
+    n->out[0] = kiln_constant(c->g, KILN_I32, os, v32);
+    n->out_type[0] = OX_INT64;
+    n->out_known[0] = ox_host_ints(os, v);
+    return 0;
+}
+
+static int conv_size(ox_ctx *c, ox_node *n)
+{
+    int64_t v = kiln_shape_numel(kiln_node_shape(ox_in(c, n, 0)));
+    int32_t v32 = (int32_t)v;
+    if (v > INT32_MAX)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "size above i32"), -1;
+    n->out[0] = kiln_constant(c->g, KILN_I32, KILN_SCALAR, &v32);
+    n->out_type[0] = OX_INT64;
+    n->out_known[0] = ox_host_ints(KILN_SCALAR, &v);
+    return 0;
+}
+
+const ox_op ox_shape_ops[] = {
+    {"Reshape", conv_reshape, "shape,allowzero"},
+    {"Flatten", conv_flatten, "axis"},
+    {"Transpose", conv_transpose, "perm"},
+    {"Squeeze", conv_squeeze, "axes"},
+    {"Unsqueeze", conv_unsqueeze, "axes"},
+    {"Concat", conv_concat, "axis"},
+    {"Slice", conv_slice, "starts,ends,axes"},
+    {"Gather", conv_gather, "axis"},
+    {"Shape", conv_shape, "start,end"},
+    {"Size", conv_size, ""},
+    {NULL, NULL, NULL},
+};

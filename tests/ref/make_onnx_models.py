@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""Writes the small ONNX models tests/test_onnx.c loads, and their expected
+outputs, into tests/ref/onnx/.
+
+Run: /usr/bin/python3 tests/ref/make_onnx_models.py  (needs python3-onnx and
+NumPy; the outputs are committed, the tests never run this).
+
+Each good model M has M.onnx and M.txt: the inputs and outputs in the format
+of tests/ref/make_op_refs.py ("in|out <name> f32|i32 <ndim> <dims> values").
+Expected values come from NumPy formulas written here, independent of Kiln.
+The bad models are valid protobuf that a loader must refuse with a message:
+unsupported ops, attributes and dtypes; hostile sizes; external data
+leaving the model's folder.
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
+rng = np.random.default_rng(13)
+
+
+def save(model, name):
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(OUT, name + ".onnx"))
+
+
+def save_unchecked(model, name):
+    with open(os.path.join(OUT, name + ".onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def write_refs(name, ins, outs):
+    with open(os.path.join(OUT, name + ".txt"), "w") as f:
+        for kind, tensors in (("in", ins), ("out", outs)):
+            for tname, v in tensors:
+                dt = "i32" if v.dtype.kind in "iu" else "f32"
+                f.write("%s %s %s %d %s\n" % (kind, tname, dt, v.ndim,
+                                               " ".join(map(str, v.shape))))
+                fmt = "%d" if dt == "i32" else "%.9g"
+                f.write(" ".join(fmt % x for x in v.reshape(-1)) + "\n")
+
+
+def init(name, v):
+    return numpy_helper.from_array(np.asarray(v), name)
+
+
+def model(nodes, inputs, outputs, inits, opset=13):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    return helper.make_model(g, producer_name="kiln-tests",
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def softmax(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def mlp():
+    w1 = rng.standard_normal((5, 4)).astype(np.float32)
+    b1 = rng.standard_normal(5).astype(np.float32)
+    w2 = rng.standard_normal((5, 3)).astype(np.float32)
+    b2 = rng.standard_normal(3).astype(np.float32)
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], "fc1", transB=1),
+        helper.make_node("Relu", ["h"], ["r"], "relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["z"], "fc2"),
+        helper.make_node("Add", ["z", "b2"], ["zb"], "bias2"),
+        helper.make_node("Softmax", ["zb"], ["y"], "softmax", axis=-1),
+    ]
+    m = model(nodes, [f32("x", ["batch", 4])], [f32("y", ["batch", 3])],
+              [init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2)])
+    save(m, "mlp")
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = softmax(np.maximum(x @ w1.T + b1, 0) @ w2 + b2)
+    write_refs("mlp", [("x", x)], [("y", y)])
+    # The same model with every initializer in a file beside it.
+    from onnx import external_data_helper
+    external_data_helper.convert_model_to_external_data(
+        m, all_tensors_to_one_file=True, location="mlp_ext.data",
+        size_threshold=0)
+    onnx.save(m, os.path.join(OUT, "mlp_ext.onnx"))
+    # ... and one whose data lies outside the model's folder.
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../make_onnx_models.py"
+    save_unchecked(m, "bad_ext_escape")
+
+
+def conv2d(x, w, b, pad):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, o, oh, ow), np.float64)
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i:i + kh, j:j + kw]
+            y[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return y + b.reshape(1, -1, 1, 1)
+
+
+def cnn():
+    """Conv, batch norm, relu, max pool, then PyTorch's flatten pattern
+    (Shape, Gather, Unsqueeze, Concat, Reshape) and a Gemm."""
+    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    sc = rng.uniform(0.5, 1.5, 2).astype(np.float32)
+    bi = rng.standard_normal(2).astype(np.float32)
+    mean = rng.standard_normal(2).astype(np.float32)
+    var = rng.uniform(0.5, 2, 2).astype(np.float32)
+    fw = rng.standard_normal((4, 18)).astype(np.float32)
+    fb = rng.standard_normal(4).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], "conv",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "sc", "bi", "mean",
+                                                "var"], ["n"], "bn",
+                         epsilon=1e-5),
+        helper.make_node("Relu", ["n"], ["r"], "relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], "pool",
+                         kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Shape", ["p"], ["s"], "shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n0"], "gather", axis=0),
+        helper.make_node("Unsqueeze", ["n0", "axes0"], ["n1"], "unsq"),
+        helper.make_node("Concat", ["n1", "minus1"], ["newshape"], "cat",
+                         axis=0),
+        helper.make_node("Reshape", ["p", "newshape"], ["f"], "flatten"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], "fc", transB=1),
+    ]
+    inits = [init("w", w), init("b", b), init("sc", sc), init("bi", bi),
+             init("mean", mean), init("var", var), init("fw", fw),
+             init("fb", fb), init("zero", np.array(0, np.int64)),
+             init("axes0", np.array([0], np.int64)),
+             init("minus1", np.array([-1], np.int64))]
+    m = model(nodes, [f32("x", ["N", 1, 6, 6])], [f32("y", ["N", 4])], inits)
+    save(m, "cnn")
+    x = rng.standard_normal((2, 1, 6, 6)).astype(np.float32)
+    c = conv2d(x.astype(np.float64), w, b, 1)
+    rs = lambda v: v.reshape(1, -1, 1, 1)
+    n = (c - rs(mean)) / np.sqrt(rs(var) + 1e-5) * rs(sc) + rs(bi)
+    r = np.maximum(n, 0)
+    p = r.reshape(2, 2, 3, 2, 3, 2).max(axis=(3, 5))
+    y = p.reshape(2, -1) @ fw.T + fb
+    write_refs("cnn", [("x", x)], [("y", y.astype(np.float32))])
+
+
+def shapes():
+    """Movement and integer ops: Transpose, Slice, Concat, Where, Cast,
+    ReduceSum, ArgMax (an int64 output)."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], "t", perm=[2, 0, 1]),
+        helper.make_node("Slice", ["t", "st", "en", "ax"], ["s"], "slice"),
+        helper.make_node("Concat", ["s", "s"], ["c"], "cat", axis=1),
+        helper.make_node("Greater", ["c", "zero_f"], ["pos"], "gt"),
+        helper.make_node("Where", ["pos", "c", "half"], ["w"], "where"),
+        helper.make_node("ReduceSum", ["w", "rax"], ["y"], "sum",
+                         keepdims=0),
+        helper.make_node("ArgMax", ["w"], ["am"], "argmax", axis=2,
+                         keepdims=0),
+    ]
+    inits = [init("st", np.array([1, 0], np.int64)),
+             init("en", np.array([4, 2], np.int64)),
+             init("ax", np.array([0, 2], np.int64)),
+             init("zero_f", np.array(0, np.float32)),
+             init("half", np.array(0.5, np.float32)),
+             init("rax", np.array([0], np.int64))]
+    outs = [f32("y", [4, 2]),
+            helper.make_tensor_value_info("am", TensorProto.INT64, [3, 4])]
+    m = model(nodes, [f32("x", [2, 3, 4])], outs, inits)
+    save(m, "shapes")
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t = x.transpose(2, 0, 1)[1:4, :, 0:2]
+    c = np.concatenate([t, t], axis=1)
+    w = np.where(c > 0, c, np.float32(0.5))
+    write_refs("shapes", [("x", x)],
+               [("y", w.sum(axis=0)), ("am", w.argmax(axis=2))])
+
+
+def unsupported():
+    """Four problems in one model; the loader must list them all."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], "fine"),
+        helper.make_node("NonMaxSuppression", ["a", "a"], ["b"], "nms"),
+        helper.make_node("Frobnicate", ["a"], ["c"], "custom",
+                         domain="com.example"),
+        helper.make_node("LeakyRelu", ["a"], ["d"], "leaky", alpha=0.1,
+                         bogus=3),
+        helper.make_node("Add", ["a", "half"], ["e"], "addhalf"),
+    ]
+    half = helper.make_tensor("half", TensorProto.FLOAT16, [1],
+                              np.array([0.5], np.float16).view(np.uint16))
+    outs = [f32(n, [2, 3]) for n in "bcde"]
+    m = model(nodes, [f32("x", [2, 3])], outs, [half])
+    save_unchecked(m, "unsupported")
+
+
+def raw_tensor(name, dtype, dims, raw):
+    t = TensorProto()
+    t.name, t.data_type = name, dtype
+    t.dims.extend(dims)
+    t.raw_data = raw
+    return t
+
+
+def hostile():
+    """Sizes a reader must check before trusting them."""
+    relu = [helper.make_node("Add", ["x", "w"], ["y"], "add")]
+    io = ([f32("x", [2])], [f32("y", [2])])
+    cases = {
+        # 2^40 x 2^40 elements claimed, 8 bytes given.
+        "bad_huge_dims": raw_tensor("w", TensorProto.FLOAT, [1 << 40, 1 << 40],
+                                    b"\0" * 8),
+        "bad_negative_dim": raw_tensor("w", TensorProto.FLOAT, [-2],
+                                       b"\0" * 8),
+        "bad_short_data": raw_tensor("w", TensorProto.FLOAT, [2], b"\0" * 7),
+        "bad_long_data": raw_tensor("w", TensorProto.FLOAT, [2], b"\0" * 12),
+        "bad_many_dims": raw_tensor("w", TensorProto.FLOAT, [1] * 40,
+                                    b"\0" * 4),
+    }
+    for name, t in cases.items():
+        save_unchecked(model(relu, io[0], io[1], [t]), name)
+    # float_data with fewer values than the dims say.
+    t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+    t.float_data.extend([1.0, 2.0])
+    save_unchecked(model(relu, io[0], io[1], [t]), "bad_typed_count")
+    # An input claiming 2^62 x 2^62 elements.
+    save_unchecked(model([helper.make_node("Relu", ["x"], ["y"], "r")],
+                         [f32("x", [1 << 62, 1 << 62])], [f32("y", [2])],
+                         []), "bad_input_dims")
+    # A node reading a value nothing defines, and a node feeding itself.
+    save_unchecked(model([helper.make_node("Relu", ["nowhere"], ["y"], "r")],
+                         [f32("x", [2])], [f32("y", [2])], []),
+                   "bad_undefined")
+    save_unchecked(model([helper.make_node("Add", ["x", "y"], ["y"], "loop")],
+                         [f32("x", [2])], [f32("y", [2])], []), "bad_cycle")
+    # A Reshape to 2^40 x 2^40 elements.
+    save_unchecked(model([helper.make_node("Reshape", ["x", "s"], ["y"],
+                                           "big")],
+                         [f32("x", [2])], [f32("y", [2])],
+                         [init("s", np.array([1 << 40, 1 << 40], np.int64))]),
+                   "bad_reshape")
+    # Shapes that do not match: a MatMul of [2,3] by [4,5].
+    save_unchecked(model([helper.make_node("MatMul", ["x", "w"], ["y"], "mm")],
+                         [f32("x", [2, 3])], [f32("y", [2, 5])],
+                         [init("w", np.zeros((4, 5), np.float32))]),
+                   "bad_matmul")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    mlp()
+    cnn()
+    shapes()
+    unsupported()
+    hostile()
+
+
+if __name__ == "__main__":
+    main()
