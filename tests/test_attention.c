@@ -116,15 +116,17 @@ static void test_pytorch_cases(void **state)
 /* Attention configurations: k selects causal, the mask and the rank. */
 enum { N_CONFIGS = 6 };
 
-/* A boolean padding mask [B,1,1,Tk]: batch b sees its first tk - b keys. */
-static kiln_node *padding_mask(kiln_graph *g, int64_t b, int64_t tk)
+/* A boolean padding mask [B,1,1,Tk] ([B,1,Tk] for 3-D inputs): batch b
+   sees its first tk - b keys. */
+static kiln_node *padding_mask(kiln_graph *g, int64_t b, int64_t tk, int nd)
 {
     int32_t *m = calloc((size_t)(b * tk), sizeof *m);
     assert_non_null(m);
     for (int64_t i = 0; i < b; i++)
         for (int64_t j = 0; j < tk - i; j++)
             m[i * tk + j] = 1;
-    kiln_node *c = kiln_constant(g, KILN_I32, KILN_SHAPE(b, 1, 1, tk), m);
+    kiln_shape s = nd == 3 ? KILN_SHAPE(b, 1, tk) : KILN_SHAPE(b, 1, 1, tk);
+    kiln_node *c = kiln_constant(g, KILN_I32, s, m);
     free(m);
     return c;
 }
@@ -134,11 +136,15 @@ static kiln_node *config_attention(kiln_graph *g, kiln_rng *r, kiln_node **qkv,
 {
     kiln_attention_options o = {.causal = k == 1 || k == 4};
     kiln_shape q = kiln_node_shape(qkv[0]), kk = kiln_node_shape(qkv[1]);
+    int nd = q.ndim;
+    int64_t tq = q.d[nd - 2], tk = kk.d[nd - 2];
     kiln_node *mask = NULL;
     if (k == 2) /* additive, broadcast over heads */
-        mask = th_normal_const(g, r, KILN_SHAPE(q.d[0], 1, q.d[2], kk.d[2]));
+        mask = th_normal_const(g, r,
+                               nd == 3 ? KILN_SHAPE(q.d[0], tq, tk)
+                                       : KILN_SHAPE(q.d[0], 1, tq, tk));
     if (k == 3 || k == 4)
-        mask = padding_mask(g, q.d[0], kk.d[2]);
+        mask = padding_mask(g, q.d[0], tk, nd);
     if (k == 5)
         o.scale = 0.7f;
     return kiln_scaled_dot_product_attention(g, qkv[0], qkv[1], qkv[2], mask,
@@ -226,7 +232,8 @@ static void test_gradcheck(void **state)
 
 /* ------------------------------------------------------------ fast kernels */
 
-/* y, dq, dk, dv of config k on q [b,h,tq,d], k and v [b,h,tk,d or e]. */
+/* y, dq, dk, dv of config k on q [b,h,tq,d], k and v [b,h,tk,d or e]
+   (h 0: 3-D, [b,tq,d]...). */
 static void run_kernels(int k, const int64_t *dims, int reference,
                         uint64_t seed, kiln_tensor **got)
 {
@@ -238,10 +245,10 @@ static void run_kernels(int k, const int64_t *dims, int reference,
     kiln_graph *g = kiln_graph_new();
     int64_t b = dims[0], h = dims[1], tq = dims[2], tk = dims[3], d = dims[4],
             e = dims[5];
-    if (k == 1 || k == 4)
-        tk = tq > tk ? tq : tk;
     kiln_shape sh[4] = {KILN_SHAPE(b, h, tq, d), KILN_SHAPE(b, h, tk, d),
                         KILN_SHAPE(b, h, tk, e), KILN_SHAPE(b, h, tq, e)};
+    for (int i = 0; h == 0 && i < 4; i++) /* drop the head axis */
+        sh[i] = KILN_SHAPE(b, sh[i].d[2], sh[i].d[3]);
     kiln_node *in[4];
     kiln_tensor *t[4];
     for (int i = 0; i < 4; i++) {
@@ -258,29 +265,50 @@ static void run_kernels(int k, const int64_t *dims, int reference,
     kiln_session_free(s);
 }
 
+/* The fast kernels sum in float, in tiles, where the reference sums in
+   double: dK and dQ are sums with cancellation, so an element is compared
+   within 1e-4 of itself plus 2e-5 of its tensor's largest magnitude. */
+static void assert_fast_close_free(const char *what, kiln_tensor **fast,
+                                   kiln_tensor **ref)
+{
+    for (int i = 0; i < 4; i++) {
+        const float *w = kiln_tensor_f32(ref[i]);
+        double big = 0;
+        for (int64_t j = 0; j < kiln_tensor_numel(ref[i]); j++)
+            big = fabs(w[j]) > big ? fabs(w[j]) : big;
+        th_assert_outputs_close_free(what, &fast[i], &ref[i], 1, 1e-4,
+                                     2e-5 * big + 1e-7);
+    }
+}
+
+/* Shapes across several 64 x 128 tiles with odd remainders, tq < tk and
+   tq > tk, size-1 and empty dims, 3-D (h 0) and 4-D, every config. */
 static void test_fast_matches_reference(void **state)
 {
     (void)state;
     kiln_rng r;
     kiln_rng_seed(&r, 99);
     static const int64_t fixed[][6] = {
-        {1, 1, 1, 1, 1, 1},      {2, 3, 17, 33, 8, 5}, {1, 2, 64, 64, 64, 64},
-        {1, 1, 130, 70, 16, 16}, {2, 1, 5, 200, 3, 7}, {1, 2, 0, 4, 4, 4},
+        {1, 1, 1, 1, 1, 1},      {2, 3, 17, 33, 8, 5},   {1, 2, 64, 64, 64, 64},
+        {1, 1, 130, 70, 16, 16}, {2, 1, 5, 200, 3, 7},   {1, 2, 0, 4, 4, 4},
+        {2, 0, 193, 257, 9, 4},  {1, 1, 300, 129, 5, 3}, {3, 0, 7, 0, 2, 2},
     };
-    for (int t = 0; t < 14; t++) {
+    enum { N_FIXED = sizeof fixed / sizeof fixed[0] };
+    for (int t = 0; t < N_FIXED + 8; t++) {
         int64_t dims[6];
         for (int i = 0; i < 6; i++)
-            dims[i] = t < 6   ? fixed[t][i]
-                      : i < 2 ? 1 + kiln_rng_u32(&r) % 3
-                      : i < 4 ? 1 + kiln_rng_u32(&r) % 150
-                              : 1 + kiln_rng_u32(&r) % 70;
+            dims[i] = t < N_FIXED ? fixed[t][i]
+                      : i == 0    ? 1 + kiln_rng_u32(&r) % 3
+                      : i == 1    ? kiln_rng_u32(&r) % 3
+                      : i < 4     ? 1 + kiln_rng_u32(&r) % 150
+                                  : 1 + kiln_rng_u32(&r) % 70;
         for (int k = 0; k < N_CONFIGS; k++) {
             kiln_tensor *fast[4], *ref[4];
             run_kernels(k, dims, 0, (uint64_t)t, fast);
             run_kernels(k, dims, 1, (uint64_t)t, ref);
             char what[64];
             snprintf(what, sizeof what, "config %d shape %d", k, t);
-            th_assert_outputs_close_free(what, fast, ref, 4, 1e-4, 1e-5);
+            assert_fast_close_free(what, fast, ref);
         }
     }
 }

@@ -8,36 +8,9 @@
 
 #include "cpu/attention.h"
 
-/* The view of one (batch, head) of an attention node's operands. */
-typedef struct head {
-    kiln_attn_dims a;
-    const float *q, *k, *v, *mask; /* mask at [b,h,0,0] (NULL: none) */
-    int64_t mst[4];
-    float scale;
-    int causal;
-} head;
-
-static head head_of(const kiln_node *n, void *const *in, int64_t b, int64_t h)
-{
-    head x = {.a = kiln_attn_dims_of(n),
-              .scale = n->at.value,
-              .causal = n->at.causal};
-    kiln_attn_dims a = x.a;
-    int64_t bh = b * a.h + h;
-    x.q = (const float *)in[0] + bh * a.tq * a.d;
-    x.k = (const float *)in[1] + bh * a.tk * a.d;
-    x.v = (const float *)in[2] + bh * a.tk * a.e;
-    kiln_attn_mask_strides(n, x.mst);
-    const kiln_node *m = kiln_attn_mask(n);
-    if (m)
-        x.mask = (const float *)in[n->op == KILN_OP_ATTENTION ? 3 : 5] +
-                 b * x.mst[0] + h * x.mst[1];
-    return x;
-}
-
 /* Score of query i and key j: scale q_i . k_j + mask; -inf when causal
    masking hides key j. */
-static double score(const head *x, int64_t i, int64_t j)
+static double score(const kiln_attn_head *x, int64_t i, int64_t j)
 {
     if (x->causal && j > i)
         return -INFINITY;
@@ -51,7 +24,7 @@ static double score(const head *x, int64_t i, int64_t j)
 }
 
 /* The log-sum-exp of query i's scores (-inf when it sees no key). */
-static double row_lse(const head *x, int64_t i)
+static double row_lse(const kiln_attn_head *x, int64_t i)
 {
     double m = -INFINITY, sum = 0;
     for (int64_t j = 0; j < x->a.tk; j++) {
@@ -70,15 +43,12 @@ void kiln_ref_attention(const kiln_node *n, void *out, void *const *in)
     kiln_attn_dims a = kiln_attn_dims_of(n);
     for (int64_t b = 0; b < a.b; b++)
         for (int64_t h = 0; h < a.h; h++) {
-            head x = head_of(n, in, b, h);
-            float *o = (float *)out + b * kiln_attn_out_row(a) + h * a.tq * a.e,
-                  *lse = (float *)out + b * kiln_attn_out_row(a) +
-                         a.h * a.tq * a.e + h * a.tq;
+            kiln_attn_head x = kiln_attn_head_of(n, out, in, b, h);
             for (int64_t i = 0; i < a.tq; i++) {
                 double l = row_lse(&x, i);
-                float *oi = o + i * a.e;
+                float *oi = x.o + i * a.e;
                 memset(oi, 0, (size_t)a.e * sizeof *oi);
-                lse[i] = (float)l;
+                x.lse[i] = (float)l;
                 for (int64_t j = 0; l != -INFINITY && j < a.tk; j++) {
                     float p = (float)exp(score(&x, i, j) - l);
                     for (int64_t c = 0; c < a.e; c++)
@@ -91,7 +61,7 @@ void kiln_ref_attention(const kiln_node *n, void *out, void *const *in)
 /* One query's share of the gradient: dq_i, and its terms of dk and dv.
    o, dout: its output row and that row's adjoint, dlse its log-sum-exp's
    adjoint. */
-static void query_grad(const head *x, int64_t i, const float *o,
+static void query_grad(const kiln_attn_head *x, int64_t i, const float *o,
                        const float *dout, float lse, float dlse, float *dq,
                        float *dk, float *dv)
 {
@@ -119,20 +89,10 @@ void kiln_ref_attention_grad(const kiln_node *n, void *out, void *const *in)
     memset(out, 0, (size_t)(a.b * kiln_attn_grad_row(a)) * sizeof(float));
     for (int64_t b = 0; b < a.b; b++)
         for (int64_t h = 0; h < a.h; h++) {
-            head x = head_of(n, in, b, h);
-            int64_t fwd = b * kiln_attn_out_row(a),
-                    lse_at = fwd + a.h * a.tq * a.e + h * a.tq;
-            const float *o = (const float *)in[3] + fwd + h * a.tq * a.e,
-                        *dout = (const float *)in[4] + fwd + h * a.tq * a.e,
-                        *lse = (const float *)in[3] + lse_at,
-                        *dlse = (const float *)in[4] + lse_at;
-            float *g = (float *)out + b * kiln_attn_grad_row(a);
-            float *dq = g + h * a.tq * a.d,
-                  *dk = g + a.h * a.tq * a.d + h * a.tk * a.d,
-                  *dv = g + a.h * (a.tq + a.tk) * a.d + h * a.tk * a.e;
+            kiln_attn_head x = kiln_attn_head_of(n, out, in, b, h);
             for (int64_t i = 0; i < a.tq; i++)
-                query_grad(&x, i, o + i * a.e, dout + i * a.e, lse[i], dlse[i],
-                           dq + i * a.d, dk, dv);
+                query_grad(&x, i, x.o_in + i * a.e, x.dout + i * a.e,
+                           x.lse_in[i], x.dlse[i], x.dq + i * a.d, x.dk, x.dv);
         }
 }
 

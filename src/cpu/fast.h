@@ -66,12 +66,16 @@ extern const kiln_scratch_kernel kiln_scratch_kernels[KILN_OP_COUNT];
 #define KILN_SCRATCH_OPS(X)                                                    \
     X(CONV, kiln_conv_scratch_bytes)                                           \
     X(CONV_TRANSPOSE, kiln_conv_scratch_bytes)                                 \
-    X(CONV_WGRAD, kiln_conv_scratch_bytes)
+    X(CONV_WGRAD, kiln_conv_scratch_bytes)                                     \
+    /* attention group (cpu/fast_attention.c): score tiles */                  \
+    X(ATTENTION, kiln_attention_scratch_bytes)                                 \
+    X(ATTENTION_GRAD, kiln_attention_scratch_bytes)
 #define KILN_SCRATCH_DECLARE(OP, bytes)                                        \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in,        \
                         void *scratch);
 KILN_SCRATCH_OPS(KILN_SCRATCH_DECLARE)
 #undef KILN_SCRATCH_DECLARE
 size_t kiln_conv_scratch_bytes(const kiln_node *n);
+size_t kiln_attention_scratch_bytes(const kiln_node *n);
 
 #endif
