@@ -304,6 +304,19 @@ kiln_node *kiln_merge_heads(kiln_graph *g, kiln_node *x);
 kiln_node *kiln_rms_norm(kiln_graph *g, kiln_node *x, int ndims,
                          kiln_node *weight, float eps);
 
+/* i32 arithmetic for index math, a and b i32 and broadcast together (numpy
+   rules), no gradient; other dtypes or shapes poison the graph.  Sums,
+   differences and products wrap around (two's complement), as PyTorch. */
+kiln_node *kiln_int_add(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_int_sub(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_int_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
+/* floor(a / b) (torch.div(rounding_mode="floor")) and a - b floor(a / b)
+   (torch.remainder: the sign of b); a zero b is a run-time error
+   (KILN_ERR_ARG from kiln_run / kiln_forward naming the position);
+   INT_MIN / -1 wraps to INT_MIN. */
+kiln_node *kiln_int_floor_div(kiln_graph *g, kiln_node *a, kiln_node *b);
+kiln_node *kiln_int_mod(kiln_graph *g, kiln_node *a, kiln_node *b);
+
 /* ---------------------------------------------- state ops */
 
 /* After a run, the variable takes value (computed before any assignment of

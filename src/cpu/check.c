@@ -7,6 +7,7 @@
 #include "cpu/check.h"
 #include "cpu/norm.h"
 #include "cpu/index.h"
+#include "cpu/int_math.h"
 
 /* The first label outside [0, classes) of n labels, or -1. */
 static int64_t first_bad_label(const int32_t *lab, int64_t n, int64_t classes)
@@ -48,6 +49,9 @@ kiln_status kiln_cpu_check_inputs(const kiln_node *n, void *const *in,
                    ? check_labels(n, in[0], kiln_shape_numel(n->in[0]->shape),
                                   n->at.depth, msg, len)
                    : KILN_OK;
+    case KILN_OP_INT_FLOOR_DIV:
+    case KILN_OP_INT_MOD:
+        return kiln_cpu_check_int_div(n, in, msg, len);
     case KILN_OP_NORM_STATS:
         return kiln_cpu_check_norm(n, in, msg, len);
     case KILN_OP_INDEX_SELECT:

@@ -38,7 +38,8 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
     /* indexing group (cpu/index_fast.c) */                                   \
     KILN_FAST_INDEX_OPS(X)
 #define KILN_FAST_INDEX_OPS(X)                                                 \
-    X(INDEX_SELECT) X(INDEX_ADD) X(GATHER) X(SCATTER_ADD) X(CUMSUM)
+    X(INDEX_SELECT) X(INDEX_ADD) X(GATHER) X(SCATTER_ADD) X(CUMSUM)         \
+        X(INT_ADD) X(INT_SUB) X(INT_MUL) X(INT_FLOOR_DIV) X(INT_MOD)
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);

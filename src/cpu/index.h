@@ -30,6 +30,8 @@ void kiln_index_line(const kiln_index_geom *g, int64_t line, int64_t *xo,
    is outside [0, 5) (axis 0 of [5,2])" in msg.  Other ops: KILN_OK. */
 kiln_status kiln_cpu_check_index(const kiln_node *n, void *const *in, char *msg,
                                  size_t len);
+/* "[1,2]": the coordinates of flat position i in shape s, for messages. */
+void kiln_index_position(kiln_shape s, int64_t i, char *buf, size_t len);
 
 void kiln_ref_INDEX_SELECT(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_INDEX_ADD(const kiln_node *n, void *out, void *const *in);

@@ -60,8 +60,7 @@ void kiln_index_line(const kiln_index_geom *g, int64_t line, int64_t *xo,
 
 /* ------------------------------------------------------------ checks */
 
-/* "[1,2]": the coordinates of flat position i in shape s. */
-static void position(kiln_shape s, int64_t i, char *buf, size_t len)
+void kiln_index_position(kiln_shape s, int64_t i, char *buf, size_t len)
 {
     int64_t c[KILN_MAX_DIMS];
     for (int d = s.ndim - 1; d >= 0; d--) {
@@ -93,7 +92,7 @@ kiln_status kiln_cpu_check_index(const kiln_node *n, void *const *in, char *msg,
         return KILN_OK;
     if (msg && len) {
         char at[KILN_MAX_DIMS * 21 + 3], b1[96], b2[96];
-        position(is, i, at, sizeof at);
+        kiln_index_position(is, i, at, sizeof at);
         snprintf(msg, len,
                  "%s %%%d: index %d at %s of indices %s is outside [0, %lld) "
                  "(axis %d of %s)",

@@ -7,6 +7,7 @@
 #include "cpu/conv.h"
 #include "cpu/fused.h"
 #include "cpu/index.h"
+#include "cpu/int_math.h"
 #include "cpu/scan.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_kernels.h"
@@ -509,6 +510,11 @@ static void ref_DOALL(const kiln_node *n, void *o, void *const *in)
 #define ref_CUMSUM kiln_ref_CUMSUM
 #define ref_PROD kiln_ref_PROD
 #define ref_TOPK kiln_ref_TOPK
+#define ref_INT_ADD kiln_ref_int_map
+#define ref_INT_SUB kiln_ref_int_map
+#define ref_INT_MUL kiln_ref_int_map
+#define ref_INT_FLOOR_DIV kiln_ref_int_map
+#define ref_INT_MOD kiln_ref_int_map
 #define ref_INPUT NULL
 #define ref_CONSTANT NULL
 #define ref_VARIABLE NULL

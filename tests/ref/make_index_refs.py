@@ -195,6 +195,35 @@ def seq_cases():
     unary_case("std", "std", [3, 1, 0], U((3, 4)), lambda t: torch.std(t))
 
 
+def int_case(name, op, a, b, fn):
+    """params <op>: y = fn(a, b) on int32 a and b (broadcast)."""
+    y = fn(torch.from_numpy(a), torch.from_numpy(b))
+    assert y.dtype == torch.int32
+    write(name, [op], [("a", a), ("b", b)],
+          [("y", y.numpy().astype(np.int64))])
+
+
+def int_cases():
+    """i32 arithmetic with broadcasting, negative operands of both signs
+    and results that wrap around."""
+    big = np.array([[2147483647], [-2147483647], [65536], [-7]], np.int32)
+    a = np.concatenate([big, rng.integers(-50, 50, (4, 4))], 1).astype(np.int32)
+    b = rng.integers(-9, 10, (5,)).astype(np.int32)
+    b[b == 0] = 3
+    b[0] = 65536
+    int_case("int_add", "int_add", a, b, torch.add)
+    int_case("int_sub", "int_sub", a, -b, torch.sub)
+    int_case("int_mul", "int_mul", a, b, torch.mul)
+    # every sign pair, and dividends that are multiples
+    n = np.array([7, -7, 7, -7, 6, -6, 0, 2147483647, -2147483647], np.int32)
+    d = np.array([2, 2, -2, -2, 3, -3, 5, -1, 2], np.int32)
+    for op, fn in (("int_floor_div",
+                    lambda x, y: torch.div(x, y, rounding_mode="floor")),
+                   ("int_mod", torch.remainder)):
+        int_case(op, op, np.stack([n, n - 1]), d, fn)
+
+
 if __name__ == "__main__":
     index_cases()
     seq_cases()
+    int_cases()
