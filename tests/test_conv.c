@@ -396,8 +396,9 @@ static float *random_values(kiln_rng *r, kiln_shape s)
 /* n's fast kernel (with its scratch) against its reference kernel. */
 static void fast_matches_reference(kiln_rng *r, const kiln_node *n)
 {
-    void *in[2] = {random_values(r, n->in[0]->shape),
-                   random_values(r, n->in[1]->shape)};
+    void *in[3] = {random_values(r, n->in[0]->shape),
+                   random_values(r, n->in[1]->shape),
+                   n->n_in > 2 ? random_values(r, n->in[2]->shape) : NULL};
     int64_t len = kiln_shape_numel(n->shape);
     float *want = calloc((size_t)len + 1, sizeof *want);
     float *got = calloc((size_t)len + 1, sizeof *got);
@@ -409,6 +410,7 @@ static void fast_matches_reference(kiln_rng *r, const kiln_node *n)
     th_assert_close_f(line, got, want, len, 1e-4, 1e-4);
     free(in[0]);
     free(in[1]);
+    free(in[2]);
     free(want);
     free(got);
 }
@@ -435,6 +437,42 @@ static void test_fast_matches_reference(void **state)
         th_assert_graph_ok(g);
         for (int k = 0; k < 3; k++)
             fast_matches_reference(&r, ops[k]);
+        kiln_graph_free(g);
+    }
+}
+
+/* One input channel, 2-D, unit stride (cpu/conv_direct.c where AVX-512
+   is present): rows of 8 to 40 (tails of both vectors of a span), channel
+   counts off the blocks of 8 and 4, taps off the blocks of 4; forward
+   with bias and relu fused, and the weight gradient. */
+static void test_direct_matches_reference(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 5);
+    for (int it = 0; it < 40; it++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_window win = {.nd = 2, .groups = 1};
+        win.flags = it % 2 ? KILN_WINDOW_RELU : 0;
+        for (int d = 0; d < 2; d++) {
+            win.kernel[d] = rnd(&r, 1, 5);
+            win.stride[d] = win.dilation[d] = 1;
+            win.pad_lo[d] = win.pad_hi[d] = rnd(&r, 0, 2);
+        }
+        int64_t o = rnd(&r, 1, 19), h = win.kernel[0] + rnd(&r, 0, 6);
+        int64_t w = rnd(&r, 8, 40);
+        kiln_node *x =
+            kiln_input(g, "x", KILN_F32, KILN_SHAPE(rnd(&r, 1, 3), 1, h, w));
+        kiln_node *wt = kiln_input(
+            g, "w", KILN_F32, KILN_SHAPE(o, 1, win.kernel[0], win.kernel[1]));
+        kiln_node *b = kiln_input(g, "b", KILN_F32, KILN_SHAPE(o));
+        kiln_node *y = kiln_conv_fused(g, x, wt, it % 3 ? b : NULL, &win, NULL);
+        win.flags = 0;
+        kiln_node *dy = kiln_input(g, "dy", KILN_F32, kiln_node_shape(y));
+        kiln_node *dw = kiln_conv_op(g, KILN_OP_CONV_WGRAD, x, dy, &win, NULL);
+        th_assert_graph_ok(g);
+        fast_matches_reference(&r, y);
+        fast_matches_reference(&r, dw);
         kiln_graph_free(g);
     }
 }
@@ -708,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_weight_grad_op),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_fast_matches_reference),
+        cmocka_unit_test(test_direct_matches_reference),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_compiled_run_allocates_nothing),

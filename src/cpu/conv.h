@@ -22,6 +22,21 @@ kiln_conv_geom kiln_conv_geom_of(const kiln_node *n);
 void kiln_conv_finish(float *y, int64_t channels, int64_t size,
                       const float *bias, int relu);
 
+/* The direct kernels of one input channel (cpu/conv_direct.c): whether
+   they take g (2-D, one channel per group, unit stride and dilation, rows
+   of 8 or more, AVX-512 present), the scratch floats they need, and one
+   image: y [o, out] from x [1, in] (bias NULL: none), or the weight
+   gradient of x and dy [o, out] written (first) or added into acc [o,
+   taps]. */
+int kiln_conv_direct_ok(const kiln_conv_geom *g);
+int64_t kiln_conv_direct_floats(const kiln_conv_geom *g);
+void kiln_conv_direct_fwd(const kiln_conv_geom *g, const float *x,
+                          const float *w, const float *bias, int relu, float *y,
+                          float *scratch);
+void kiln_conv_direct_wgrad(const kiln_conv_geom *g, const float *x,
+                            const float *dy, float *acc, int first,
+                            float *scratch);
+
 void kiln_ref_CONV(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_WGRAD(const kiln_node *n, void *out, void *const *in);

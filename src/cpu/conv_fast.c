@@ -20,6 +20,8 @@
      zeros at the unused positions for the gradients.
    - strided (any other): a row of the columns is built output row by
      output row.
+   A 2-D convolution of one input channel (and its weight gradient) runs
+   no product at all where AVX-512 is there: cpu/conv_direct.c.
 
    Scratch.  The buffers live in scratch memory the caller hands the kernel
    (the memory planner places it in a compiled function's block, the
@@ -35,19 +37,21 @@
 #include "cpu/conv.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
+#include "cpu/threads.h"
 
 enum { SLOTS = 8 };
-enum { DIRECT, FLAT, STRIDED };
+enum { DIRECT, FLAT, STRIDED, SINGLE };
 
 typedef struct conv_job {
     const kiln_node *node;
     kiln_conv_geom g;
-    int how;                             /* DIRECT, FLAT or STRIDED */
+    int how;                             /* DIRECT, FLAT, STRIDED, SINGLE */
     int64_t cg, og, ksz, isz, osz, rows; /* rows: cg * ksz */
     int64_t pdim[3], plane;              /* FLAT: the padded input */
     int64_t cols; /* columns of the product: osz, or FLAT's numbering */
     /* floats per slot: padded input, columns, spread output, partial dw */
     int64_t n_pad, n_col, n_out, n_acc, per_slot, slots;
+    int split; /* fewer slots than threads: the products use the pool */
     const float *a, *b; /* the op's two inputs */
     const float *bias;  /* conv's fused bias, or NULL */
     float *out, *scratch;
@@ -69,7 +73,9 @@ static void layout(conv_job *j)
         j->n_pad = j->cg * j->plane;
         j->n_out = j->og * j->cols;
     }
-    j->n_col = j->how == DIRECT ? 0 : j->rows * j->cols;
+    if (j->how == SINGLE)
+        j->n_pad = kiln_conv_direct_floats(g);
+    j->n_col = j->how == DIRECT || j->how == SINGLE ? 0 : j->rows * j->cols;
     j->n_acc = j->node->op == KILN_OP_CONV_WGRAD ? g->o * j->rows : 0;
     j->per_slot = j->n_pad + j->n_col + j->n_out + j->n_acc;
 }
@@ -97,6 +103,8 @@ static conv_job job_of(const kiln_node *n)
             : j.ksz == 1 && !padded ? DIRECT
             : j.rows > j.og         ? FLAT
                                     : STRIDED;
+    if (n->op != KILN_OP_CONV_TRANSPOSE && kiln_conv_direct_ok(g))
+        j.how = SINGLE;
     j.slots = g->n < SLOTS ? g->n : SLOTS;
     layout(&j);
     return j;
@@ -334,16 +342,37 @@ static const float *dy_of(const conv_job *j, const float *dy, const slot *s)
     return s->spread;
 }
 
+/* out = op(a) op(b) + beta out, every matrix dense: on the slot's thread,
+   or split over the pool when there are fewer slots than threads (a small
+   batch: inference of one image). */
+static void product(const conv_job *j, int ta, int tb, int64_t m, int64_t n,
+                    int64_t k, const float *a, const float *b, float beta,
+                    float *out)
+{
+    if (j->split && beta == 0.0f)
+        kiln_cpu_gemm(ta, tb, m, n, k, a, b, out);
+    else if (j->split)
+        kiln_cpu_gemm_acc(ta, tb, m, n, k, 1.0f, a, b, out);
+    else
+        kiln_cpu_gemm_serial(ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n,
+                             beta, out, n);
+}
+
 /* Image i, group k of each op. */
 static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
 {
     const float *x = j->a + (i * j->g.c + k * j->cg) * j->isz;
     const float *w = j->b + k * j->og * j->rows;
     float *y = j->out + (i * j->g.o + k * j->og) * j->osz;
+    if (j->how == SINGLE) {
+        kiln_conv_direct_fwd(&j->g, x, w, j->node->n_in > 2 ? j->bias : NULL,
+                             j->node->at.win.flags & KILN_WINDOW_RELU, y,
+                             s->pad);
+        return;
+    }
     const float *col = columns_of(j, x, s);
     float *dst = j->how == FLAT ? s->spread : y;
-    kiln_cpu_gemm_serial(0, 0, j->og, j->cols, j->rows, w, j->rows, col,
-                         j->cols, 0.0f, dst, j->cols);
+    product(j, 0, 0, j->og, j->cols, j->rows, w, col, 0.0f, dst);
     if (j->how == FLAT) {
         rows_map m = output_map(j);
         map_rows(j, &m, s->spread, y, j->og, 1);
@@ -361,8 +390,7 @@ static void input_grad_one(const conv_job *j, int64_t i, int64_t k,
     const float *w = j->b + k * j->og * j->rows;
     float *dx = j->out + (i * j->g.c + k * j->cg) * j->isz;
     float *col = j->how == DIRECT ? dx : s->col;
-    kiln_cpu_gemm_serial(1, 0, j->rows, j->cols, j->og, w, j->rows, dy, j->cols,
-                         0.0f, col, j->cols);
+    product(j, 1, 0, j->rows, j->cols, j->og, w, dy, 0.0f, col);
     if (j->how == STRIDED) {
         memset(dx, 0, (size_t)(j->cg * j->isz) * sizeof(float));
         strided_columns(j, NULL, dx, col, 1);
@@ -379,11 +407,15 @@ static void weight_grad_one(const conv_job *j, int64_t i, int64_t k,
                             const slot *s, int first)
 {
     const float *x = j->a + (i * j->g.c + k * j->cg) * j->isz;
+    if (j->how == SINGLE) {
+        kiln_conv_direct_wgrad(&j->g, x, j->b + i * j->g.o * j->osz, s->acc,
+                               first, s->pad);
+        return;
+    }
     const float *dy = dy_of(j, j->b + (i * j->g.o + k * j->og) * j->osz, s);
     const float *col = columns_of(j, x, s);
-    kiln_cpu_gemm_serial(0, 1, j->og, j->rows, j->cols, dy, j->cols, col,
-                         j->cols, first ? 0.0f : 1.0f,
-                         s->acc + k * j->og * j->rows, j->rows);
+    product(j, 0, 1, j->og, j->rows, j->cols, dy, col, first ? 0.0f : 1.0f,
+            s->acc + k * j->og * j->rows);
 }
 
 /* Slots [lo, hi): each runs its range of images, every group. */
@@ -416,6 +448,7 @@ static conv_job run(const kiln_node *n, void *out, void *const *in,
     j.bias = n->n_in > 2 ? in[2] : NULL;
     j.out = out;
     j.scratch = scratch;
+    j.split = j.slots < kiln_cpu_threads();
     int64_t per_image = j.g.o * j.rows * j.cols;
     if (j.slots > 0)
         kiln_par_for(j.slots, per_image * (j.g.n / j.slots), run_slots, &j);
