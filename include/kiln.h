@@ -57,5 +57,6 @@
 #include "kiln/axes.h"
 #include "kiln/modules.h"
 #include "kiln/onnx.h"
+#include "kiln/dist.h"
 
 #endif /* KILN_H */

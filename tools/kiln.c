@@ -28,7 +28,8 @@ static int usage_to(FILE *out, int status)
         "                  [--activation relu|gelu|tanh]\n"
         "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr "
         "X]\n"
-        "                  [--epochs N] [--batch N] [--seed N] [--threads N]\n"
+        "                  [--epochs N] [--steps N] [--batch N] [--seed N]\n"
+        "                  [--threads N] [--resume model.npz]\n"
         "                  [--save model.npz] [--log metrics.csv] [--plot "
         "curves.png]\n"
         "       kiln train --model transformer [--corpus PATH] [--steps N] "
@@ -146,6 +147,10 @@ static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
             r = kiln_tool_parse_int(a, v, 0, 2147483647, &c->seed);
         else if (!strcmp(a, "--threads"))
             r = kiln_tool_parse_int(a, v, 0, 1024, &c->threads);
+        else if (!strcmp(a, "--steps"))
+            r = kiln_tool_parse_int(a, v, 1, 2147483647, &c->steps);
+        else if (!strcmp(a, "--resume"))
+            r = (c->resume = v, 0);
         else if (!strcmp(a, "--save"))
             r = (c->save = v, 0);
         else if (!strcmp(a, "--log"))

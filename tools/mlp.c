@@ -215,6 +215,8 @@ typedef struct trainer {
     kiln_batcher *batches;
     kiln_tensor *xb, *yb, *loss;
     evaluator eval;
+    tool_dist d;
+    int64_t done, total, per_epoch; /* steps */
 } trainer;
 
 static void trainer_free(trainer *t)
@@ -227,6 +229,7 @@ static void trainer_free(trainer *t)
     kiln_optimizer_free(t->opt);
     kiln_graph_free(t->g);
     kiln_session_free(t->s);
+    tool_dist_end(&t->d);
 }
 
 /* One step on the first rows of the batch tensors: the whole batch, or
@@ -248,29 +251,50 @@ static kiln_status run_step(trainer *t, int rows, kiln_tensor **out)
     return st;
 }
 
+/* This rank's step on its shard of the next global batch; the global
+   batch's loss into *loss.  1 after an error (the other ranks ended). */
+static int train_step(trainer *t, int rows, double *loss)
+{
+    kiln_tensor *out[2] = {t->loss, NULL};
+    int global = kiln_batcher_global_rows(t->batches);
+    if (tool_dist_rows(&t->d, rows, global) ||
+        run_step(t, rows, out) != KILN_OK) {
+        kiln_tool_fail("%s", kiln_session_error(t->s));
+        tool_dist_abort(&t->d);
+        return 1;
+    }
+    *loss = tool_dist_loss(&t->d, kiln_tensor_f32(t->loss)[0], rows, global);
+    return 0;
+}
+
+/* Trains to the end of the epoch or of the run (t->total steps). */
 static int run_epoch(trainer *t, const mlp_config *c, int epoch,
                      double *train_loss)
 {
     char label[32];
+    int leads = tool_dist_leads(&t->d);
     snprintf(label, sizeof label, "epoch %d/%d", epoch, c->epochs);
-    kiln_progress bar;
-    kiln_progress_begin(&bar, stderr, label,
-                        kiln_batcher_num_batches(t->batches));
-    double sum = 0;
+    kiln_progress bar, *pb = leads ? &bar : NULL;
+    kiln_progress_begin(pb, stderr, label, t->per_epoch);
+    double sum = 0, loss;
     int64_t steps = 0;
-    kiln_tensor *out[2] = {t->loss, NULL};
     int rows;
-    while ((rows = kiln_batcher_next(t->batches, t->xb, t->yb)) > 0) {
-        if (run_step(t, rows, out) != KILN_OK)
-            return kiln_tool_fail("%s", kiln_session_error(t->s));
-        sum += kiln_tensor_f32(t->loss)[0];
+    while (t->done < t->total &&
+           (rows = kiln_batcher_next(t->batches, t->xb, t->yb)) > 0) {
+        if (train_step(t, rows, &loss))
+            return 1;
+        sum += loss;
         steps++;
-        kiln_progress_update(&bar, steps, sum / (double)steps, c->batch);
+        t->done++;
+        if (c->steps && leads)
+            printf("step %lld: loss %.9g\n", (long long)t->done, loss);
+        kiln_progress_update(pb, t->done - (int64_t)(epoch - 1) * t->per_epoch,
+                             sum / (double)steps, c->batch);
     }
     *train_loss = steps ? sum / (double)steps : 0;
     char summary[64];
     snprintf(summary, sizeof summary, "train loss %.4f", *train_loss);
-    kiln_progress_end(&bar, summary);
+    kiln_progress_end(pb, summary);
     if (!isfinite(*train_loss))
         return kiln_tool_fail("training diverged (loss %g): lower --lr",
                               *train_loss);
@@ -294,52 +318,143 @@ static int save_model(trainer *t, const mlp_config *c)
     return 0;
 }
 
-/* Trains c->epochs epochs, evaluating on test after each, printing a line
-   per epoch and filling rows (and the CSV log when asked); 0, or 1 after an
-   error. */
+/* Prints the epoch's line (and the CSV row) after evaluating on test;
+   only the leading rank does.  0, or 1 after an error. */
+static int end_epoch(trainer *t, const kiln_dataset *test, int epoch,
+                     epoch_row *row, FILE *log)
+{
+    if (!tool_dist_leads(&t->d))
+        return 0;
+    if (evaluate(&t->eval, test, &row->test_loss, &row->acc))
+        return 1;
+    printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+           epoch, row->train_loss, row->test_loss, row->acc);
+    fflush(stdout);
+    if (log)
+        fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, row->train_loss,
+                row->test_loss, row->acc, row->seconds);
+    return 0;
+}
+
+/* Trains from step t->done to t->total, evaluating on test after each
+   epoch (and after the last step), printing a line per epoch and filling
+   rows (and the CSV log when asked); 0, or 1 after an error. */
 static int train_epochs(trainer *t, const mlp_config *c,
                         const kiln_dataset *test, epoch_row *rows)
 {
     FILE *log = NULL;
-    if (c->log && !(log = fopen(c->log, "w")))
+    int leads = tool_dist_leads(&t->d);
+    if (leads && c->log && !(log = fopen(c->log, "w")))
         return kiln_tool_fail("--log: cannot write %s", c->log);
     if (log)
         fprintf(log, "epoch,train_loss,test_loss,test_accuracy,seconds\n");
-    double start = kiln_now(), acc = 0;
-    for (int epoch = 1; epoch <= c->epochs; epoch++) {
-        double train_loss = 0, test_loss = 0;
-        if (run_epoch(t, c, epoch, &train_loss) ||
-            evaluate(&t->eval, test, &test_loss, &acc)) {
+    double start = kiln_now();
+    epoch_row *row = NULL;
+    for (int epoch = (int)(t->done / t->per_epoch) + 1; t->done < t->total;
+         epoch++) {
+        row = &rows[epoch - 1];
+        if (run_epoch(t, c, epoch, &row->train_loss)) {
             if (log)
                 fclose(log);
             return 1;
         }
-        rows[epoch - 1] =
-            (epoch_row){train_loss, test_loss, acc, kiln_now() - start};
-        printf(
-            "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
-            epoch, train_loss, test_loss, acc);
-        fflush(stdout);
-        if (log)
-            fprintf(log, "%d,%.6f,%.6f,%.6f,%.3f\n", epoch, train_loss,
-                    test_loss, acc, rows[epoch - 1].seconds);
+        row->seconds = kiln_now() - start;
+        if (end_epoch(t, test, epoch, row, log)) {
+            if (log)
+                fclose(log);
+            return 1;
+        }
     }
-    printf("test accuracy: %.4f\n", acc);
+    if (leads && row)
+        printf("test accuracy: %.4f\n", row->acc);
     if (log && fclose(log) != 0)
         return kiln_tool_fail("--log: cannot write %s", c->log);
+    return 0;
+}
+
+/* What every rank must agree on, for the start-up check. */
+static void config_text(const mlp_config *c, int64_t images, char *out,
+                        size_t size)
+{
+    int n = snprintf(out, size,
+                     "batch %d\nseed %d\ndataset %d\nimages %lld\nmodel %d\n"
+                     "activation %d\noptimizer %d\nlr %g\nepochs %d\nsteps "
+                     "%d\nhidden",
+                     c->batch, c->seed, c->dataset, (long long)images, c->arch,
+                     c->activation, c->optimizer, (double)c->lr, c->epochs,
+                     c->steps);
+    for (int i = 0; i < c->n_hidden && n > 0 && (size_t)n < size; i++)
+        n += snprintf(out + n, size - (size_t)n, " %d", c->hidden[i]);
+}
+
+/* The session, the model and its compiled training step, with the
+   communicator attached before the step is built. */
+static int build_trainer(trainer *t, const mlp_config *c,
+                         const kiln_dataset *train, int64_t per_epoch)
+{
+    kiln_session_options so = {.seed = (uint64_t)c->seed,
+                               .threads = c->threads};
+    if (!(t->s = kiln_session_new(&so)) || !(t->g = kiln_graph_new()))
+        return kiln_tool_fail("out of memory");
+    if (tool_dist_attach(&t->d, t->s))
+        return 1;
+    model m = build(t->g, c, c->batch, train->rows, train->cols);
+    if (!(t->opt = make_optimizer(t->s, c, per_epoch * c->epochs)))
+        return kiln_tool_fail("%s", kiln_session_error(t->s));
+    kiln_node *update = kiln_optimizer_build_step(t->opt, t->g, m.loss);
+    kiln_node *outs[2] = {m.loss, update}, *ins[2] = {m.x, m.y};
+    if (!(t->step = kiln_compile(t->s, t->g, outs, 2, ins, 2)))
+        return kiln_tool_fail("%s", kiln_session_error(t->s));
+    return evaluator_init(&t->eval, t->s, t->g, m);
+}
+
+/* The batches of this rank (its shard of every global batch), the model
+   resumed from c->resume when asked, every rank then starting from rank
+   0's variables, and the batches of the steps already done skipped. */
+static int start_position(trainer *t, const mlp_config *c,
+                          const kiln_dataset *train)
+{
+    char config[512];
+    int local = (c->batch + t->d.size - 1) / t->d.size;
+    int64_t in_dim = train->rows * train->cols;
+    t->batches = kiln_batcher_new(train->images, train->labels, c->batch, 1, 0,
+                                  (uint64_t)c->seed);
+    t->xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(local, in_dim));
+    t->yb = kiln_tensor_new(KILN_I32, KILN_SHAPE(local));
+    t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
+    if (!t->batches || !t->xb || !t->yb || !t->loss)
+        return kiln_tool_fail("out of memory");
+    if (kiln_batcher_shard(t->batches, t->d.rank, t->d.size) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_batcher_error(t->batches));
+    if (c->resume && kiln_session_load(t->s, c->resume) != KILN_OK)
+        return kiln_tool_fail("--resume: %s", kiln_session_error(t->s));
+    config_text(c, train->count, config, sizeof config);
+    if (tool_dist_sync(&t->d, t->s, config))
+        return 1;
+    t->per_epoch = kiln_batcher_num_batches(t->batches);
+    t->total = c->steps ? c->steps : t->per_epoch * c->epochs;
+    t->done = kiln_optimizer_step_count(t->opt);
+    for (int64_t i = 0; i < t->done; i++)
+        if (kiln_batcher_next(t->batches, t->xb, t->yb) == 0)
+            kiln_batcher_next(t->batches, t->xb, t->yb);
+    if (t->done > t->total)
+        return kiln_tool_fail("--resume: %s has done %lld steps, more than the "
+                              "%lld asked",
+                              c->resume, (long long)t->done,
+                              (long long)t->total);
     return 0;
 }
 
 int mlp_train(const mlp_config *c)
 {
     kiln_dataset train = {0}, test = {0};
-    if (check_outputs(c) || load_both(c, &train, &test)) {
-        kiln_dataset_free(&train);
-        kiln_dataset_free(&test);
-        return 1;
-    }
+    trainer t = {0};
+    epoch_row *rows = NULL;
+    int rc = 1;
+    if (tool_dist_begin(&t.d) || (tool_dist_leads(&t.d) && check_outputs(c)) ||
+        load_both(c, &train, &test))
+        goto done;
     kiln_set_num_threads(c->threads);
-    int64_t in_dim = train.rows * train.cols;
     mlp_config cnn;
     if (c->arch == 1) { /* one dense hidden layer, 512 wide by default */
         cnn = *c;
@@ -347,14 +462,6 @@ int mlp_train(const mlp_config *c)
         cnn.n_hidden = 1;
         c = &cnn;
     }
-    trainer t = {0};
-    kiln_session_options so = {.seed = (uint64_t)c->seed,
-                               .threads = c->threads};
-    t.s = kiln_session_new(&so);
-    t.g = kiln_graph_new();
-    model m = build(t.g, c, c->batch, train.rows, train.cols);
-    int rc = 1;
-    epoch_row *rows = calloc((size_t)c->epochs, sizeof *rows);
     int64_t per_epoch = train.count / c->batch;
     if (per_epoch < 1) {
         kiln_tool_fail("--batch %d is larger than the %lld training images",
@@ -362,34 +469,21 @@ int mlp_train(const mlp_config *c)
         goto done;
     }
     per_epoch += train.count % c->batch != 0; /* the last, smaller batch */
-    if (!(t.opt = make_optimizer(t.s, c, per_epoch * c->epochs))) {
-        kiln_tool_fail("%s", kiln_session_error(t.s));
+    if (build_trainer(&t, c, &train, per_epoch) ||
+        start_position(&t, c, &train))
         goto done;
-    }
-    kiln_node *update = kiln_optimizer_build_step(t.opt, t.g, m.loss);
-    kiln_node *outs[2] = {m.loss, update}, *ins[2] = {m.x, m.y};
-    if (!(t.step = kiln_compile(t.s, t.g, outs, 2, ins, 2))) {
-        kiln_tool_fail("%s", kiln_session_error(t.s));
-        goto done;
-    }
-    if (evaluator_init(&t.eval, t.s, t.g, m))
-        goto done;
-    t.batches = kiln_batcher_new(train.images, train.labels, c->batch, 1, 0,
-                                 (uint64_t)c->seed);
-    t.xb = kiln_tensor_new(KILN_F32, KILN_SHAPE(c->batch, in_dim));
-    t.yb = kiln_tensor_new(KILN_I32, KILN_SHAPE(c->batch));
-    t.loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
-    if (!rows || !t.batches || !t.xb || !t.yb || !t.loss) {
+    int epochs = (int)((t.total + t.per_epoch - 1) / t.per_epoch);
+    if (!(rows = calloc((size_t)epochs + 1, sizeof *rows))) {
         kiln_tool_fail("out of memory");
         goto done;
     }
     if (train_epochs(&t, c, &test, rows))
         goto done;
-    if (c->plot && have_program("gnuplot") && plot(rows, c->epochs, c->plot))
-        goto done;
-    if (c->save && save_model(&t, c))
-        goto done;
     rc = 0;
+    if (tool_dist_leads(&t.d) &&
+        ((c->plot && have_program("gnuplot") && plot(rows, epochs, c->plot)) ||
+         (c->save && save_model(&t, c))))
+        rc = 1;
 done:
     trainer_free(&t);
     free(rows);

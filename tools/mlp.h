@@ -4,6 +4,7 @@
 
 #include "kiln.h"
 #include "cnn.h"
+#include "dist.h"
 #include "tool.h"
 
 #define MLP_MAX_LAYERS 16
@@ -18,6 +19,8 @@ typedef struct mlp_config {
     int optimizer;  /* 0 sgd, 1 momentum, 2 adam, 3 adamw, 4 adagrad */
     float lr;       /* 0 = the optimiser's default */
     int epochs, batch, seed, threads;
+    int steps;          /* > 0: stop after this many steps in all */
+    const char *resume; /* a model saved by --save to continue training */
 } mlp_config;
 
 mlp_config mlp_defaults(void);

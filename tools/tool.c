@@ -6,14 +6,15 @@
 
 #include "tool.h"
 
+/* One write per line, so that the lines of ranks under mpirun never mix. */
 int kiln_tool_fail(const char *fmt, ...)
 {
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("kiln: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "kiln: %s\n", line);
     return 1;
 }
 

@@ -157,7 +157,21 @@ void kiln_batcher_free(kiln_batcher *b);
    reshuffled epoch), -1 on a shape mismatch (kiln_batcher_error) or a NULL
    b (kiln_last_error). */
 int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb);
-/* Message of the batcher's last kiln_batcher_next: "" when it succeeded. */
+/* Makes b one rank's shard of data-parallel training over size ranks
+   (kiln/dist.h): every rank's batcher draws the same global batches, in
+   the seed's order, as an unsharded one, and kiln_batcher_next copies only
+   this rank's part of each (global batch n split in size contiguous parts,
+   the first n % size one row longer) into xb and yb, shaped
+   [ceil(batch / size), ...]; it returns that part's rows.  A last batch of
+   fewer rows than ranks ends the epoch without being drawn.  KILN_ERR_ARG
+   (kiln_batcher_error) unless 0 <= rank < size <= batch; kiln_last_error
+   for a NULL b. */
+kiln_status kiln_batcher_shard(kiln_batcher *b, int rank, int size);
+/* Rows of the global batch the last kiln_batcher_next drew (0 at the end
+   of an epoch or for a NULL b). */
+int kiln_batcher_global_rows(const kiln_batcher *b);
+/* Message of the batcher's last kiln_batcher_next or kiln_batcher_shard:
+   "" when it succeeded. */
 const char *kiln_batcher_error(const kiln_batcher *b);
 /* Batches per epoch. */
 int64_t kiln_batcher_num_batches(const kiln_batcher *b);

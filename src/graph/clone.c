@@ -10,6 +10,7 @@ kiln_node *kiln_node_clone(kiln_graph *g, const kiln_node *old,
         return c;
     c->name = kiln_graph_strdup(g, old->name);
     c->debug = old->debug;
+    c->hook = old->hook;
     c->debug_msg = kiln_graph_strdup(g, old->debug_msg);
     if (!kiln_attrs_copy(g, c, old))
         return kiln_graph_fail(g, KILN_ERR_MEMORY,

@@ -213,7 +213,19 @@ struct kiln_node {
     const char *debug_msg;
     int debug;
     int checkpoint;
+    /* nonzero: a runtime hook key (data-parallel gradient sync, src/dist/):
+       the session's kiln_grad_sync is told when the node is computed and
+       before a consumer reads it; passes keep the node as they keep a
+       debug node */
+    int hook;
 };
+
+/* 1 when passes must keep n as built (not merged, folded, fused or
+   simplified away): marked for debugging or hooked. */
+static inline int kiln_node_pinned(const kiln_node *n)
+{
+    return n->debug || n->hook;
+}
 
 /* The gradient subgraph kiln_backward built for one loss and one set of
    variables (grad/memo.c): IR, so every session differentiating the same

@@ -15,7 +15,7 @@ typedef struct table {
 static int mergeable(const kiln_node *n)
 {
     return n->op != KILN_OP_INPUT && n->op != KILN_OP_VARIABLE &&
-           kiln_op_table[n->op].kind != KILN_KIND_STATE && !n->debug;
+           kiln_op_table[n->op].kind != KILN_KIND_STATE && !kiln_node_pinned(n);
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)

@@ -9,7 +9,7 @@
 static int foldable(const kiln_node *old, kiln_node *const *in, int64_t max)
 {
     kiln_op_kind k = kiln_op_table[old->op].kind;
-    if (k == KILN_KIND_LEAF || k == KILN_KIND_STATE || old->debug ||
+    if (k == KILN_KIND_LEAF || k == KILN_KIND_STATE || kiln_node_pinned(old) ||
         !old->n_in || kiln_shape_numel(old->shape) > max)
         return 0;
     for (int i = 0; i < old->n_in; i++)

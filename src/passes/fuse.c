@@ -44,14 +44,16 @@ typedef struct fusion {
 
 static int fusible(const kiln_node *n)
 {
-    return kiln_fused_op_ok(n->op) && n->dtype == KILN_F32 && !n->debug;
+    return kiln_fused_op_ok(n->op) && n->dtype == KILN_F32 &&
+           !kiln_node_pinned(n);
 }
 
 /* A sum or max that can reduce the result of a program. */
 static int reduce_root(const kiln_node *n)
 {
     return (n->op == KILN_OP_SUM || n->op == KILN_OP_RMAX) &&
-           n->dtype == KILN_F32 && n->in[0]->dtype == KILN_F32 && !n->debug &&
+           n->dtype == KILN_F32 && n->in[0]->dtype == KILN_F32 &&
+           !kiln_node_pinned(n) &&
            kiln_fused_reduce_ok(n->in[0]->shape, n->at.axes);
 }
 
@@ -233,7 +235,8 @@ static int value_of(builder *b, const kiln_node *x)
         return b->value[x->id] - 1;
     /* a load broadcasts by itself, so a broadcast feeding the group is
        read through (it stays for other users, if any) */
-    if (x->op == KILN_OP_BROADCAST && !x->debug && f->group[x->id] < 0) {
+    if (x->op == KILN_OP_BROADCAST && !kiln_node_pinned(x) &&
+        f->group[x->id] < 0) {
         int v = value_of(b, x->in[0]);
         if (v >= 0)
             b->value[x->id] = v + 1;

@@ -28,7 +28,7 @@ typedef struct acc_state {
 
 static int plain_f32(const kiln_node *n)
 {
-    return !n->debug && n->dtype == KILN_F32;
+    return !kiln_node_pinned(n) && n->dtype == KILN_F32;
 }
 
 /* mm when it is a matmul of 2-D operands with shape s read once (by the

@@ -122,7 +122,7 @@ static const kiln_node *update_target(const kiln_graph *g, const kiln_node *x,
                                       const var_use *vu,
                                       const unsigned char *is_output)
 {
-    if (x->debug)
+    if (kiln_node_pinned(x))
         return NULL;
     if (x->op == KILN_OP_MATMUL_ACC) {
         if (vu[x->id].target < 0)

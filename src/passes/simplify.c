@@ -6,7 +6,7 @@
 
 static int plain(const kiln_node *n)
 {
-    return !n->debug;
+    return !kiln_node_pinned(n);
 }
 
 static int is_zero(const kiln_node *n)
@@ -173,7 +173,7 @@ static kiln_node *simplify_reduce(kiln_rewriter *rw, const kiln_node *old,
 static kiln_node *simplify(kiln_rewriter *rw, const kiln_node *old,
                            kiln_node **in)
 {
-    if (old->debug)
+    if (kiln_node_pinned(old))
         return NULL;
     switch (kiln_op_table[old->op].kind) {
     case KILN_KIND_UNARY:

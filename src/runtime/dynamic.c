@@ -274,6 +274,10 @@ static kiln_status compute_nodes(kiln_run_ctx *r, int first)
             return st;
         if (n->debug && id < r->grad_first)
             kiln_debug_print(r->s->exec.debug, n, rs->e[id].value, "value");
+        if (r->s->sync && id >= r->grad_first) {
+            r->s->sync->node_done(r->s->sync->ctx, n, rs->e[id].value);
+            r->s->sync->progress(r->s->sync->ctx);
+        }
         if (r->last_use && rs->checkpointing)
             kiln_ckpt_release_after(r, n);
     }
@@ -398,6 +402,26 @@ static kiln_status find_gradients(kiln_run_ctx *r, kiln_node *loss,
     return st;
 }
 
+/* Tells the session's gradient sync which gradients the backward pass
+   about to run computes: those of the variables s trains. */
+static kiln_status sync_begin(kiln_run_ctx *r, const kiln_node *loss)
+{
+    kiln_graph *g = r->g;
+    kiln_node **grads =
+        kiln_ws_alloc(r, NULL, (size_t)(g->n_vars + 1) * sizeof *grads);
+    if (!grads)
+        return KILN_ERR_MEMORY;
+    int n = 0;
+    for (int i = 0; i < g->n_vars; i++) {
+        kiln_node *v = g->vars[i];
+        if (v->id <= loss->id && kiln_dynamic_trains(r->s, v) &&
+            r->rs->e[v->id].grad)
+            grads[n++] = r->rs->e[v->id].grad;
+    }
+    r->s->sync->backward_begin(r->s->sync->ctx, grads, n);
+    return KILN_OK;
+}
+
 /* Records m's adjoints in s's run state and computes them; under the
    graph's read lock. */
 static kiln_status run_gradients(kiln_run_ctx *r, kiln_node *loss,
@@ -411,6 +435,8 @@ static kiln_status run_gradients(kiln_run_ctx *r, kiln_node *loss,
     if (r->rs->checkpointing)
         keep_results(r, loss, m->adj);
     r->grad_first = m->first;
+    if (r->s->sync && (st = sync_begin(r, loss)) != KILN_OK)
+        return st;
     if ((st = run_nodes(r, r->rs->n_computed)) != KILN_OK)
         return st;
     r->rs->backward_loss = loss;

@@ -26,6 +26,36 @@ typedef struct kiln_session_holder {
     kiln_session_forget_fn forget;
 } kiln_session_holder;
 
+/* Gradient synchronisation across processes, registered on a session by a
+   later layer (src/dist/, data-parallel training) so that nothing below it
+   depends on the transport.  Every callback gets ctx; those returning a
+   status have recorded the session's error on failure.
+     build           the optimiser's graph form (kiln_optimizer_build_step):
+                     may replace grads[i] (of vars[i]) by hooked nodes
+                     (kiln_node.hook) whose value is the synchronised one
+     computed        a compiled run computed a hooked node into data
+     needed          a compiled run is about to read a hooked node: data
+                     must hold the synchronised value on return
+     progress        after every kernel of a compiled or dynamic run that
+                     has a hook, to let transfers in flight advance
+     backward_begin  kiln_backward is about to compute grads (of vars)
+     node_done       kiln_backward computed node n into data
+     before_update   kiln_optimizer_update is about to read grads, whose
+                     values are values[i]: they must be synchronised in
+                     place on return */
+typedef struct kiln_grad_sync {
+    void *ctx;
+    void (*build)(void *ctx, kiln_graph *g, kiln_node *const *vars,
+                  kiln_node **grads, int n);
+    kiln_status (*computed)(void *ctx, int hook, void *data);
+    kiln_status (*needed)(void *ctx, int hook, void *data);
+    void (*progress)(void *ctx);
+    void (*backward_begin)(void *ctx, kiln_node *const *grads, int n);
+    void (*node_done)(void *ctx, const kiln_node *n, void *data);
+    kiln_status (*before_update)(void *ctx, kiln_node *const *grads,
+                                 void *const *values, int n);
+} kiln_grad_sync;
+
 struct kiln_session {
     uint64_t id; /* unique in the process, never reused */
     kiln_var *vars;
@@ -47,6 +77,7 @@ struct kiln_session {
     struct kiln_var_index *index; /* names of vars, see kiln_session_find */
     kiln_run_state **runs;        /* one per graph run dynamically */
     int n_runs, cap_runs;
+    const kiln_grad_sync *sync; /* NULL: gradients stay local */
 };
 
 /* Records that holder keeps a pointer to s: kiln_session_free calls

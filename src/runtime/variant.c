@@ -18,7 +18,8 @@ static size_t node_bytes(const kiln_node *n)
    cast, an assign's value). */
 static int is_noop(const kiln_variant *v, const kiln_node *n)
 {
-    return v->inplace[n->id] >= 0 && !n->debug && kiln_node_alias(n).copy;
+    return v->inplace[n->id] >= 0 && !kiln_node_pinned(n) &&
+           kiln_node_alias(n).copy;
 }
 
 /* Plans the buffers, binds leaves, and builds the schedule. */
@@ -27,7 +28,8 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
 {
     kiln_graph *g = v->u.g;
     kiln_memory_plan mp;
-    if (kiln_plan_memory(&v->u, reuse, &mp) != KILN_OK)
+    if (kiln_schedule_hooks(g) != KILN_OK ||
+        kiln_plan_memory(&v->u, reuse, &mp) != KILN_OK)
         return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", what);
     v->inplace = mp.inplace;
     v->storage = mp.storage;
@@ -42,6 +44,7 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
         }
         if (n->op == KILN_OP_ASSIGN)
             v->n_assigns++;
+        v->hooked |= n->hook != 0;
     }
     v->buf = calloc((size_t)g->n_nodes + 1, sizeof *v->buf);
     v->steps = calloc((size_t)v->n_steps + 1, sizeof *v->steps);
@@ -163,19 +166,43 @@ static kiln_status check_leaf_values(kiln_session *s, kiln_variant *v)
     return KILN_OK;
 }
 
+/* The session's gradient sync (runtime.h) around one step: before it
+   reads hooked values (after = 0), or after it computed (after = 1). */
+static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_step *st,
+                             int after)
+{
+    kiln_status rc = KILN_OK;
+    if (after) {
+        if (st->n->hook)
+            rc = sync->computed(sync->ctx, st->n->hook, st->out);
+        sync->progress(sync->ctx);
+        return rc;
+    }
+    for (int k = 0; k < st->n->n_in && rc == KILN_OK; k++)
+        if (st->n->in[k]->hook)
+            rc = sync->needed(sync->ctx, st->n->in[k]->hook, st->in[k]);
+    return rc;
+}
+
 /* Runs v's kernels in order. */
 static kiln_status run_steps(kiln_session *s, kiln_variant *v)
 {
+    const kiln_grad_sync *sync = v->hooked ? s->sync : NULL;
     for (int i = 0; i < v->n_steps; i++) {
         kiln_step *st = &v->steps[i];
         char msg[KILN_ERRMSG_MAX - 16];
         for (int k = 0; k < st->n->n_in; k++)
             st->in[k] = v->buf[st->n->in[k]->id];
+        kiln_status rc;
+        if (sync && (rc = sync_step(sync, st, 0)) != KILN_OK)
+            return rc;
         if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, st->scratch,
                                 msg, sizeof msg) != KILN_OK)
             return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
             kiln_debug_print(s->exec.debug, st->n, st->out, "value");
+        if (sync && (rc = sync_step(sync, st, 1)) != KILN_OK)
+            return rc;
     }
     return KILN_OK;
 }

@@ -41,7 +41,14 @@ typedef struct kiln_variant {
        the session (runtime/mode.c) */
     int32_t mode;
     int32_t key[4];
+    int hooked; /* some node has a hook: runs call the session's sync */
 } kiln_variant;
+
+/* Moves every hooked node (kiln_node.hook) of g to just after its last
+   input and renumbers the nodes, so that a gradient's synchronisation
+   starts as soon as backward computed it rather than where the optimiser
+   built it.  KILN_ERR_MEMORY (g unchanged) when out of memory. */
+kiln_status kiln_schedule_hooks(kiln_graph *g);
 
 /* Runs the pipeline of opt over u (taken: freed on error) and plans it.
    NULL on error with the session's error, prefixed by what ("kiln_compile",

@@ -203,6 +203,8 @@ struct kiln_batcher {
     const kiln_tensor *x, *y;
     int64_t rows, *order, pos;
     int batch, shuffle, drop_last;
+    int rank, size; /* the shard taken of each batch (kiln_batcher_shard) */
+    int global_rows;
     kiln_rng rng;
     char err[KILN_ERRMSG_MAX]; /* the last kiln_batcher_next's failure */
 };
@@ -249,6 +251,7 @@ kiln_batcher *kiln_batcher_new(const kiln_tensor *x, const kiln_tensor *y,
     b->batch = batch;
     b->shuffle = shuffle;
     b->drop_last = drop_last;
+    b->size = 1;
     kiln_rng_seed(&b->rng, seed);
     shuffle_order(b);
     return b;
@@ -266,8 +269,8 @@ int64_t kiln_batcher_num_batches(const kiln_batcher *b)
 {
     if (!b)
         return 0;
-    return b->drop_last ? b->rows / b->batch
-                        : (b->rows + b->batch - 1) / b->batch;
+    int64_t rest = b->rows % b->batch; /* the last, short batch */
+    return b->rows / b->batch + (!b->drop_last && rest >= b->size);
 }
 
 kiln_rng *kiln_batcher_rng(kiln_batcher *b)
@@ -302,6 +305,28 @@ static void copy_row(const kiln_tensor *src, kiln_tensor *dst, int64_t from,
            (const char *)src->data + (size_t)from * row, row);
 }
 
+kiln_status kiln_batcher_shard(kiln_batcher *b, int rank, int size)
+{
+    if (!b)
+        return kiln_null_arg("kiln_batcher_shard", "batcher");
+    b->err[0] = 0;
+    if (size < 1 || rank < 0 || rank >= size || size > b->batch) {
+        snprintf(b->err, sizeof b->err,
+                 "kiln_batcher_shard: rank %d of %d ranks, batch %d: need 0 "
+                 "<= rank < size <= batch",
+                 rank, size, b->batch);
+        return KILN_ERR_ARG;
+    }
+    b->rank = rank;
+    b->size = size;
+    return KILN_OK;
+}
+
+int kiln_batcher_global_rows(const kiln_batcher *b)
+{
+    return b ? b->global_rows : 0;
+}
+
 int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
 {
     if (!b) {
@@ -309,26 +334,36 @@ int kiln_batcher_next(kiln_batcher *b, kiln_tensor *xb, kiln_tensor *yb)
         return -1;
     }
     b->err[0] = 0;
-    if (!rows_match(b->x, xb, b->batch) || !rows_match(b->y, yb, b->batch)) {
+    int cap = (b->batch + b->size - 1) / b->size;
+    if (!rows_match(b->x, xb, cap) || !rows_match(b->y, yb, cap)) {
         snprintf(b->err, sizeof b->err,
                  "kiln_batcher_next: batch tensors must be shaped "
-                 "[batch, ...] like the data");
+                 "[%d, ...] like the data",
+                 cap);
         return -1;
     }
     int64_t left = b->rows - b->pos;
-    if (left <= 0 || (b->drop_last && left < b->batch)) {
+    /* a shard of every rank needs as many rows as ranks */
+    if (left <= 0 || (b->drop_last && left < b->batch) || left < b->size) {
         b->pos = 0;
+        b->global_rows = 0;
         shuffle_order(b);
         return 0;
     }
     int n = left < b->batch ? (int)left : b->batch;
-    for (int i = 0; i < n; i++) {
-        copy_row(b->x, xb, b->order[b->pos + i], i);
+    /* rank r takes the r-th of size contiguous parts, the first n % size
+       of them one row longer */
+    int base = n / b->size, extra = n % b->size;
+    int lo = b->rank * base + (b->rank < extra ? b->rank : extra);
+    int mine = base + (b->rank < extra);
+    for (int i = 0; i < mine; i++) {
+        copy_row(b->x, xb, b->order[b->pos + lo + i], i);
         if (b->y)
-            copy_row(b->y, yb, b->order[b->pos + i], i);
+            copy_row(b->y, yb, b->order[b->pos + lo + i], i);
     }
     b->pos += n;
-    return n;
+    b->global_rows = n;
+    return mine;
 }
 
 /* ------------------------------------------------------------ mixtures */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "grad/grad.h"
-#include "runtime/runtime.h"
+#include "runtime/dynamic.h"
 #include "train/optim.h"
 
 /* ------------------------------------------------------------ update nodes */
@@ -278,6 +278,25 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
 
 /* ------------------------------------------------------------ the two forms */
 
+/* The session's gradient sync (runtime.h) on the gradients kiln_backward
+   computed, in place, before the run-time form reads them. */
+static kiln_status sync_gradients(kiln_session *s, kiln_graph *g,
+                                  kiln_node *const *grads, int n)
+{
+    if (!s->sync)
+        return KILN_OK;
+    kiln_run_state *rs = kiln_run_find(s, g);
+    void **values = malloc((size_t)(n + 1) * sizeof *values);
+    if (!values)
+        return kiln_session_fail(s, KILN_ERR_MEMORY,
+                                 "kiln_optimizer_update: out of memory");
+    for (int i = 0; i < n; i++)
+        values[i] = rs->e[grads[i]->id].value;
+    kiln_status st = s->sync->before_update(s->sync->ctx, grads, values, n);
+    free(values);
+    return st;
+}
+
 kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
 {
     const char *fn = "kiln_optimizer_update";
@@ -308,7 +327,7 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
         st = kiln_session_fail(s, KILN_ERR_ARG,
                                "%s: the loss depends on no trainable variable",
                                fn);
-    } else {
+    } else if ((st = sync_gradients(s, g, grads, n)) == KILN_OK) {
         build_update(o, g, vars, grads, n);
         st = g->status != KILN_OK
                  ? kiln_session_fail(s, g->status, "%s: %s", fn, g->err)
@@ -355,6 +374,8 @@ kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
                 vars[n] = wrt[i];
                 grads[n++] = adj[wrt[i]->id];
             }
+        if (n && o->s->sync)
+            o->s->sync->build(o->s->sync->ctx, g, vars, grads, n);
         out = n ? build_update(o, g, vars, grads, n)
                 : kiln_graph_fail(
                       g, KILN_ERR_ARG,

@@ -8,19 +8,8 @@ kiln="$1/kiln"
 cd "$2" || exit 1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/data"
-# cut NAME COUNT ITEM_BYTES HEADER_BYTES: the first COUNT items of NAME
-cut_idx() {
-    src=data/mnist/$1 dst=$tmp/data/$1
-    head -c 4 "$src" >"$dst"
-    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($2 >> 24 & 255)) \
-        $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))" >>"$dst"
-    tail -c +9 "$src" | head -c $(($4 - 8 + $2 * $3)) >>"$dst"
-}
-cut_idx train-images-idx3-ubyte 2000 784 16
-cut_idx train-labels-idx1-ubyte 2000 1 8
-cut_idx t10k-images-idx3-ubyte 1000 784 16
-cut_idx t10k-labels-idx1-ubyte 1000 1 8
+. ./tests/mnist_cut.sh
+mnist_cut "$tmp/data" 2000 1000
 "$kiln" train --model cnn --data "$tmp/data" --epochs 2 --batch 64 \
     --save "$tmp/c.npz" >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 cat "$tmp/out"

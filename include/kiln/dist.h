@@ -1,0 +1,88 @@
+/* Kiln: data-parallel training over MPI (docs/distributed.md).
+   Part of the public API: include "kiln.h", which includes every part.
+
+   Each process (rank) keeps a full copy of the model in its own session and
+   trains on its own shard of every global batch; the gradients are
+   averaged across ranks inside the training step, so N ranks at batch B/N
+   follow the trajectory of one process at batch B up to float rounding.
+   MPI is optional: built without it (cmake -DKILN_MPI=OFF, or no MPI
+   found), every call below that needs it fails with KILN_ERR_STATE and
+   "built without MPI" (kiln_last_error or the session's error). */
+#ifndef KILN_DIST_H
+#define KILN_DIST_H
+
+#include "kiln/train.h"
+
+KILN_DECLS_BEGIN
+
+/* A communicator: the ranks that train one model together. */
+typedef struct kiln_comm kiln_comm;
+
+/* 1 when Kiln was built with MPI, else 0. */
+int kiln_dist_available(void);
+/* The processes mpirun started (a duplicate of MPI_COMM_WORLD); MPI is
+   initialised on first use and finalised at exit.  NULL (kiln_last_error)
+   without MPI or when MPI fails. */
+kiln_comm *kiln_comm_world(void);
+/* A communicator from the caller's: mpi_comm points to an MPI_Comm, which
+   is duplicated (MPI must be initialised).  NULL (kiln_last_error) for a
+   NULL mpi_comm, without MPI or when MPI fails. */
+kiln_comm *kiln_comm_from_mpi(const void *mpi_comm);
+/* Detaches c from its session and frees it.  NULL is a no-op. */
+void kiln_comm_free(kiln_comm *c);
+/* This process's rank in c and the number of ranks; -1 for NULL. */
+int kiln_comm_rank(const kiln_comm *c);
+int kiln_comm_size(const kiln_comm *c);
+/* Message of c's last failed call; "" after a success. */
+const char *kiln_comm_error(const kiln_comm *c);
+/* Gradients are averaged in buckets of about bytes (default 1 MiB; a
+   gradient larger than that has its own): each bucket's all-reduce starts
+   as soon as backward computed its gradients.  Takes effect for training
+   steps built afterwards.  KILN_ERR_ARG for 0 or a NULL c. */
+kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes);
+/* Ends the whole job (every rank) with status code: for an error one rank
+   found alone, which would leave the others waiting.  Returns when c is
+   NULL. */
+void kiln_comm_abort(kiln_comm *c, int code);
+
+/* Attaches c to s (NULL c detaches): from then on the optimiser steps of s
+   average the gradients over c's ranks, in the graph form
+   (kiln_optimizer_build_step, attach before building it) and in the
+   run-time form (kiln_backward then kiln_optimizer_update).  One session
+   per communicator.  KILN_ERR_ARG (the session's error) when c is attached
+   to another session; KILN_ERR_STATE without MPI. */
+kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c);
+/* Collective, once every rank has built and compiled its model (and loaded
+   a checkpoint, if any): checks that every rank has the same variables
+   (names, dtypes, shapes) and the same config text (the caller's
+   description of what must agree: batch, optimiser...), then copies rank
+   0's variables and initialiser RNG to every rank, so that all start
+   equal.  On a mismatch every rank returns KILN_ERR_ARG with the same
+   message naming the first difference ("rank 1 differs from rank 0: rank 0
+   has 'fc0.W f32 [784,800]', rank 1 has 'fc0.W f32 [784,100]'") and no
+   variable changes; KILN_ERR_IO when MPI fails (kiln_comm_error). */
+kiln_status kiln_comm_sync_session(kiln_comm *c, kiln_session *s,
+                                   const char *config);
+/* The share of this rank in the next training steps: rows of a global
+   batch of global_rows.  The average of the gradients is weighted by rows
+   / global_rows (default 1 / size: equal shards), so that a short last
+   batch split unevenly still gives the gradient of the global mean.
+   KILN_ERR_ARG unless 0 <= rows <= global_rows and global_rows > 0. */
+kiln_status kiln_comm_set_rows(kiln_comm *c, int64_t rows, int64_t global_rows);
+/* Sums v[0..n) over the ranks, in place (blocking, collective).
+   KILN_ERR_ARG for bad arguments, KILN_ERR_IO when MPI fails. */
+kiln_status kiln_comm_allreduce_sum(kiln_comm *c, double *v, int n);
+
+/* What c's gradient averaging did since the last reset. */
+typedef struct kiln_comm_stats {
+    int64_t allreduces;  /* buckets all-reduced */
+    int64_t bytes;       /* bytes of gradient all-reduced */
+    double wait_seconds; /* time blocked waiting for all-reduces to end
+                            (communication not hidden behind backward) */
+} kiln_comm_stats;
+/* Fills st; KILN_ERR_ARG for NULL arguments. */
+kiln_status kiln_comm_get_stats(const kiln_comm *c, kiln_comm_stats *st);
+void kiln_comm_reset_stats(kiln_comm *c);
+
+KILN_DECLS_END
+#endif /* KILN_DIST_H */

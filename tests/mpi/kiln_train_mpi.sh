@@ -1,0 +1,130 @@
+#!/bin/sh
+# `mpirun -np 2 kiln train` against `kiln train` on the first 2000 training
+# and 1000 test images of MNIST: 50 steps at global batch 128 (each rank 64)
+# give the same losses and final variables within 1e-5 relative, and the
+# same test accuracy; a 2-rank checkpoint resumed by one process continues
+# the single process's trajectory; a configuration that differs between
+# ranks, or a rank that dies, ends every rank with an error, never a hang.
+# With cnn, the runs of 50 steps only.
+# usage: kiln_train_mpi.sh BUILD_DIR SOURCE_DIR MPIEXEC [mlp|cnn]
+kiln="$1/kiln"
+mpirun="$3"
+model=${4:-mlp}
+cd "$2" || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+. ./tests/mnist_cut.sh
+mnist_cut "$tmp/data" 2000 1000
+
+# SGD with momentum: Adam's first steps move every weight by about lr
+# whatever its gradient's size, so the sign of a gradient within rounding
+# of zero (which 2 ranks and one process may round apart) would decide a
+# whole step of that weight
+args="train --model $model --data $tmp/data --batch 128 --seed 5 --threads 1
+    --optimizer momentum --hidden 128"
+# The CNN's relus and max pools switch on rounding differences (a window's
+# largest value or a unit's sign within rounding of a tie) and each switch
+# moves a gradient by more than rounding: after 50 steps its variables
+# agree within 1e-5 only at a learning rate slow enough to switch little,
+# and its optimiser state within 1e-3.
+tol=1e-5
+[ "$model" = cnn ] && args="$args --lr 0.003" tol=1e-3
+# train NAME RANKS [flags]: stdout to NAME.out, stderr to NAME.err
+train() {
+    name=$1 ranks=$2
+    shift 2
+    if [ "$ranks" -eq 1 ]; then
+        timeout 600 "$kiln" $args "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    else
+        timeout 600 "$mpirun" -np "$ranks" "$kiln" $args "$@" \
+            >"$tmp/$name.out" 2>"$tmp/$name.err"
+    fi || { fail "$name: status $?"; cat "$tmp/$name.err"; }
+}
+train one 1 --steps 50 --save "$tmp/one.npz"
+train two 2 --steps 50 --save "$tmp/two.npz"
+runs="two"
+if [ "$model" = mlp ]; then # the CNN's runs are long: resume with the MLP
+    train half 2 --steps 25 --save "$tmp/half.npz"
+    train resumed 1 --steps 50 --resume "$tmp/half.npz" --save "$tmp/resumed.npz"
+    runs="two resumed"
+fi
+
+# same_losses A B FIRST: the step lines of A and B from step FIRST on
+same_losses() {
+    awk -v first="$3" '/^step / { sub(":", "", $2); if ($2 + 0 >= first) print $2, $4 }' \
+        "$tmp/$1.out" >"$tmp/$1.steps"
+    awk -v first="$3" '/^step / { sub(":", "", $2); if ($2 + 0 >= first) print $2, $4 }' \
+        "$tmp/$2.out" >"$tmp/$2.steps"
+    n=$(wc -l <"$tmp/$2.steps")
+    [ "$n" -eq $((51 - $3)) ] || fail "$2: $n step lines, expected $((51 - $3))"
+    paste -d' ' "$tmp/$1.steps" "$tmp/$2.steps" | awk -v a="$1" -v b="$2" '
+        { d = $2 - $4; if (d < 0) d = -d
+          if ($1 != $3 || d > 1e-5 * $4) { print "step " $1 ": " a " " $2 ", " b " " $4; bad = 1 } }
+        END { exit bad }' || fail "$1 and $2 losses differ"
+}
+same_losses one two 1
+[ "$model" = mlp ] && same_losses one resumed 26
+for run in $runs; do
+    a=$(grep '^test accuracy' "$tmp/one.out") b=$(grep '^test accuracy' "$tmp/$run.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$run: '$b', one process: '$a'"
+done
+[ "$(grep -c '^step ' "$tmp/two.out")" -eq 50 ] || fail "two: rank 0 alone prints"
+
+# every variable of the .npz files: |a - b| <= 1e-5 |b| (L2 norms), the
+# optimiser's state ("<var>.momentum") within tol
+files=
+for run in $runs; do files="$files $tmp/$run.npz"; done
+/usr/bin/python3 - "$tol" "$tmp/one.npz" $files <<'PY' || fail "variables differ"
+import array, ast, sys, zipfile
+def load(path):
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            raw = z.read(name)
+            n = int.from_bytes(raw[8:10], "little")
+            header = ast.literal_eval(raw[10:10 + n].decode())
+            if header["descr"] == "<f4":
+                a = array.array("f")
+                a.frombytes(raw[10 + n:])
+                out[name] = a
+    return out
+tol = float(sys.argv[1])
+ref = load(sys.argv[2])
+bad = 0
+for path in sys.argv[3:]:
+    got = load(path)
+    assert set(got) == set(ref), (path, sorted(got), sorted(ref))
+    for name, want in ref.items():
+        norm = sum(v * v for v in want) ** 0.5
+        diff = sum((a - b) ** 2 for a, b in zip(got[name], want)) ** 0.5
+        limit = 1e-5 if "." not in name[:-4].split(".", 1)[1] else tol
+        if diff > limit * norm:
+            print(f"{path}: {name}: |difference| {diff:g}, |values| {norm:g}")
+            bad = 1
+sys.exit(bad)
+PY
+
+# a batch that differs between the ranks: the same error on both, status 1
+timeout 120 "$mpirun" -np 2 sh -c \
+    "exec \"$kiln\" train --data $tmp/data --steps 2 --hidden 16 --batch \$((64 + 64 * OMPI_COMM_WORLD_RANK))" \
+    >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched batch: status $rc"
+for r in 0 1; do
+    grep -q "kiln: rank $r: .*rank 1 differs from rank 0: rank 0 has 'config: batch 64', rank 1 has 'config: batch 128'\$" \
+        "$tmp/bad.err" || fail "mismatched batch: no error from rank $r"
+done
+# a rank that dies at start-up ends the job
+timeout 120 "$mpirun" -np 2 sh -c \
+    "[ \$OMPI_COMM_WORLD_RANK = 1 ] && exit 3; exec \"$kiln\" $args --steps 1000" \
+    >"$tmp/dead.out" 2>"$tmp/dead.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a dead rank: status $rc"
+
+[ $fails -eq 0 ] || exit 1
+echo "kiln train on 2 ranks matches one process ($model: 50 steps; $runs; errors)"

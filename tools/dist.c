@@ -1,0 +1,78 @@
+/* The kiln command under mpirun: one rank of data-parallel training. */
+#include <stdlib.h>
+
+#include "dist.h"
+#include "tool.h"
+
+/* mpirun (Open MPI) and the PMI launchers (MPICH, Slurm) say so in the
+   environment; a command run alone does not start MPI at all. */
+static int launched_by_mpirun(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (int i = 0; i < 3; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
+int tool_dist_begin(tool_dist *d)
+{
+    *d = (tool_dist){NULL, 0, 1};
+    if (!launched_by_mpirun())
+        return 0;
+    if (!(d->comm = kiln_comm_world()))
+        return kiln_tool_fail("%s", kiln_last_error());
+    d->rank = kiln_comm_rank(d->comm);
+    d->size = kiln_comm_size(d->comm);
+    return 0;
+}
+
+void tool_dist_end(tool_dist *d)
+{
+    kiln_comm_free(d->comm);
+    d->comm = NULL;
+}
+
+int tool_dist_leads(const tool_dist *d)
+{
+    return d->rank == 0;
+}
+
+int tool_dist_attach(tool_dist *d, kiln_session *s)
+{
+    if (d->comm && kiln_session_set_comm(s, d->comm) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_session_error(s));
+    return 0;
+}
+
+int tool_dist_sync(tool_dist *d, kiln_session *s, const char *config)
+{
+    if (d->comm && kiln_comm_sync_session(d->comm, s, config) != KILN_OK)
+        return kiln_tool_fail("rank %d: %s", d->rank, kiln_comm_error(d->comm));
+    return 0;
+}
+
+int tool_dist_rows(tool_dist *d, int rows, int global)
+{
+    if (d->comm && kiln_comm_set_rows(d->comm, rows, global) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_comm_error(d->comm));
+    return 0;
+}
+
+double tool_dist_loss(tool_dist *d, double loss, int rows, int global)
+{
+    if (!d->comm)
+        return loss;
+    double share = loss * rows / global;
+    if (kiln_comm_allreduce_sum(d->comm, &share, 1) != KILN_OK) {
+        kiln_tool_fail("%s", kiln_comm_error(d->comm));
+        tool_dist_abort(d);
+    }
+    return share;
+}
+
+void tool_dist_abort(tool_dist *d)
+{
+    if (d->size > 1)
+        kiln_comm_abort(d->comm, 1);
+}

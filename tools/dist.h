@@ -1,0 +1,33 @@
+/* `mpirun -np N kiln train ...`: the kiln command as one rank of a
+   data-parallel run.  Without mpirun (or with one rank) nothing changes. */
+#ifndef KILN_TOOLS_DIST_H
+#define KILN_TOOLS_DIST_H
+
+#include "kiln.h"
+
+typedef struct tool_dist {
+    kiln_comm *comm; /* NULL when the command runs alone */
+    int rank, size;
+} tool_dist;
+
+/* Joins the ranks mpirun started, if it started this process; 0, or 1
+   after printing an error (MPI missing from the build, MPI failed). */
+int tool_dist_begin(tool_dist *d);
+void tool_dist_end(tool_dist *d);
+/* 1 on the rank that prints and saves (rank 0, or the only process). */
+int tool_dist_leads(const tool_dist *d);
+/* Attaches the communicator to s before the training step is built; 0,
+   or 1 after printing the error. */
+int tool_dist_attach(tool_dist *d, kiln_session *s);
+/* The start-up check (config must agree on every rank) and rank 0's
+   variables to every rank; 0, or 1 after printing the error. */
+int tool_dist_sync(tool_dist *d, kiln_session *s, const char *config);
+/* This rank's share of the next step (rows of global), then, after the
+   step, the global batch's mean loss from this rank's mean. */
+int tool_dist_rows(tool_dist *d, int rows, int global);
+double tool_dist_loss(tool_dist *d, double loss, int rows, int global);
+/* After a failure of this rank alone: ends the other ranks too, which
+   would otherwise wait for it forever. */
+void tool_dist_abort(tool_dist *d);
+
+#endif
