@@ -25,6 +25,11 @@ typedef struct kiln_onnx_options {
        leaves unknown, while building (0 means 1).  Those dimensions of an
        input become symbolic (kiln_input_sym) when they are its first. */
     int64_t named_dim_size;
+    /* When not NULL, the shapes of the first n_input_shapes graph inputs
+       in the file's order (initializers excluded), replacing the file's
+       dims; a dim the file fixes must agree (KILN_ERR_SHAPE otherwise). */
+    const kiln_shape *input_shapes;
+    int n_input_shapes;
 } kiln_onnx_options;
 
 /* Loads the ONNX model at path into g: inputs become kiln_input nodes,
@@ -64,6 +69,13 @@ int kiln_onnx_input_type(const kiln_onnx_model *m, int i);
 int kiln_onnx_output_type(const kiln_onnx_model *m, int i);
 /* The default-domain opset the model imports (0 when none). */
 int64_t kiln_onnx_opset(const kiln_onnx_model *m);
+
+/* Reads a serialized TensorProto (the .pb files of ONNX's test data) into a
+   new tensor: floats, doubles and bools as f32, integers as i32; *onnx_type
+   (when not NULL) gets its ONNX element type.  NULL with kiln_last_error
+   for an unreadable, malformed or unsupported tensor or an integer that
+   does not fit i32. */
+kiln_tensor *kiln_onnx_tensor_read(const char *path, int *onnx_type);
 
 /* Prints what an ONNX file holds, without building anything: IR version,
    opsets, producer, inputs and outputs with types and shapes (named dims by

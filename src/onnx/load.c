@@ -90,6 +90,30 @@ static void add_initializer(ox_ctx *c, const Onnx__TensorProto *t)
     add_value(c, t->name, node, t->data_type, h);
 }
 
+/* The caller's shape for an input replaces the file's where they agree
+   (dims the file leaves named or unknown take the caller's; no symbolic
+   axis then). */
+static int given_shape(ox_ctx *c, const Onnx__ValueInfoProto *vi, kiln_shape *s,
+                       kiln_shape want)
+{
+    const Onnx__TensorShapeProto *sh = vi->type->tensor_type->shape;
+    int ok = !sh || want.ndim == s->ndim;
+    for (int k = 0; ok && sh && k < s->ndim; k++)
+        ok = sh->dim[k]->value_case !=
+                 ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+             sh->dim[k]->dim_value == want.d[k];
+    if (!ok) {
+        char a[128], b[128];
+        ox_model_problem(c, KILN_ERR_SHAPE,
+                         "input '%s': given shape %s, the model says %s",
+                         vi->name, kiln_shape_str(want, a, sizeof a),
+                         kiln_shape_str(*s, b, sizeof b));
+        return -1;
+    }
+    *s = want;
+    return 0;
+}
+
 /* Kiln's shape of a declared input; named or unknown dims get the chosen
    size, and a named first dim is symbolic. */
 static int input_shape(ox_ctx *c, const Onnx__ValueInfoProto *vi, kiln_shape *s,
@@ -106,6 +130,13 @@ static int input_shape(ox_ctx *c, const Onnx__ValueInfoProto *vi, kiln_shape *s,
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     const Onnx__TensorShapeProto *sh = tt->shape;
     *type = tt->has_elem_type ? tt->elem_type : 0;
+    if (!ox_type_supported(*type)) {
+        char b[32];
+        ox_model_problem(c, KILN_ERR_UNSUPPORTED,
+                         "input '%s': unsupported type %s", vi->name,
+                         ox_type_name(*type, b, sizeof b));
+        return -1;
+    }
     *sym = 0;
     memset(s, 0, sizeof *s);
     if (sh && sh->n_dim > KILN_MAX_DIMS) {
@@ -124,6 +155,11 @@ static int input_shape(ox_ctx *c, const Onnx__ValueInfoProto *vi, kiln_shape *s,
         if (!has && k == 0)
             *sym = KILN_AXIS(0);
     }
+    if (c->n_inputs < c->opt.n_input_shapes && c->opt.input_shapes &&
+        given_shape(c, vi, s, c->opt.input_shapes[c->n_inputs]))
+        return -1;
+    if (c->n_inputs < c->opt.n_input_shapes && c->opt.input_shapes)
+        *sym = 0;
     if (kiln_shape_numel(*s) < 0) {
         ox_model_problem(c, KILN_ERR_IO, "input '%s': bad dims", vi->name);
         return -1;
@@ -144,14 +180,12 @@ static void add_input(ox_ctx *c, kiln_onnx_model *m,
 {
     kiln_shape s;
     unsigned sym;
-    int type;
-    char b[32];
-    if (!vi->name || input_shape(c, vi, &s, &sym, &type))
-        return;
-    if (!ox_type_supported(type)) {
-        ox_model_problem(c, KILN_ERR_UNSUPPORTED,
-                         "input '%s': unsupported type %s", vi->name,
-                         ox_type_name(type, b, sizeof b));
+    int type = 0;
+    int bad = input_shape(c, vi, &s, &sym, &type);
+    c->n_inputs++;
+    if (bad) {
+        /* Defined but failed: its readers are not reported again. */
+        add_value(c, vi->name, NULL, type, NULL);
         return;
     }
     kiln_node *x =

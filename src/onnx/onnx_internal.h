@@ -76,7 +76,8 @@ typedef struct ox_ctx {
     int64_t opset;
     ox_value *vals;
     int n_vals, cap_vals;
-    char *msg; /* every problem, one a line */
+    int n_inputs; /* graph inputs seen so far */
+    char *msg;    /* every problem, one a line */
     size_t msg_len, msg_cap;
     kiln_status st; /* the first problem's */
     int n_problems;

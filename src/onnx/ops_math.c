@@ -112,9 +112,19 @@ static int conv_leaky_relu(ox_ctx *c, ox_node *n)
 
 static int conv_prelu(ox_ctx *c, ox_node *n)
 {
-    kiln_node *x = ox_f32(c, n, 0);
-    ox_out(c, n, negative_part(c, x, kiln_mul(c->g, x, ox_f32(c, n, 1))),
-           OX_FLOAT);
+    kiln_node *x = ox_f32(c, n, 0), *slope = ox_f32(c, n, 1);
+    kiln_shape xs = kiln_node_shape(x), ss = kiln_node_shape(slope);
+    /* Opsets before 7 (and PyTorch's old exports) give one slope per
+       channel as a vector: it runs along dim 1. */
+    if (ss.ndim == 1 && xs.ndim > 2 && ss.d[0] == xs.d[1] &&
+        ss.d[0] != xs.d[xs.ndim - 1]) {
+        kiln_shape per = {.ndim = xs.ndim - 1};
+        per.d[0] = ss.d[0];
+        for (int k = 1; k < per.ndim; k++)
+            per.d[k] = 1;
+        slope = kiln_reshape(c->g, slope, per);
+    }
+    ox_out(c, n, negative_part(c, x, kiln_mul(c->g, x, slope)), OX_FLOAT);
     return 0;
 }
 

@@ -84,13 +84,17 @@ static int read_window(ox_ctx *c, const ox_node *n, kiln_shape xs,
 }
 
 /* Pads x explicitly by what its begin and end pads do not share, so the
-   op itself sees symmetric padding; value fills. */
-static kiln_node *even_pads(ox_ctx *c, kiln_node *x, window *w, float value)
+   op itself sees symmetric padding (with all set, by every pad: PyTorch's
+   pools take at most half the kernel); value fills. */
+static kiln_node *even_pads(ox_ctx *c, kiln_node *x, window *w, float value,
+                            int all)
 {
     int64_t lo[KILN_MAX_DIMS] = {0}, hi[KILN_MAX_DIMS] = {0};
     int uneven = 0;
     for (int k = 0; k < w->nsp; k++) {
         int64_t m = w->lo[k] < w->hi[k] ? w->lo[k] : w->hi[k];
+        if (all)
+            m = 0;
         lo[2 + k] = w->lo[k] - m;
         hi[2 + k] = w->hi[k] - m;
         uneven |= lo[2 + k] || hi[2 + k];
@@ -133,7 +137,7 @@ static int conv_conv(ox_ctx *c, ox_node *n)
         return ox_problem(c, n, KILN_ERR_SHAPE, "weight rank"), -1;
     if (group < 1 || group > INT32_MAX)
         return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
-    x = to_2d(c, even_pads(c, x, &w, 0), &w);
+    x = to_2d(c, even_pads(c, x, &w, 0, 0), &w);
     if (w.nsp == 1)
         wt = kiln_reshape(c->g, wt, KILN_SHAPE(ws.d[0], ws.d[1], 1, ws.d[2]));
     kiln_conv_params p = {.groups = (int)group};
@@ -155,6 +159,10 @@ static int conv_pool(ox_ctx *c, ox_node *n)
     int64_t ks[2], ceil_mode, cip = 0, order = 0;
     window w;
     int nsp = xs.ndim - 2;
+    if (nsp < 1 || nsp > 2)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "%d spatial dims (Kiln has 1 and 2)", nsp),
+               -1;
     if (ints_attr(c, n, "kernel_shape", nsp >= 1 && nsp <= 2 ? nsp : 0, 1,
                   ks) ||
         read_window(c, n, xs, ks, &w) ||
@@ -164,13 +172,16 @@ static int conv_pool(ox_ctx *c, ox_node *n)
         return -1;
     if (n->n_out > 1 && n->p->output[1] && *n->p->output[1])
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "the Indices output"), -1;
-    if (!max && !cip)
-        for (int k = 0; k < w.nsp; k++)
-            if (w.lo[k] != w.hi[k])
-                return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                                  "uneven pads without count_include_pad"),
-                       -1;
-    x = to_2d(c, even_pads(c, x, &w, max ? -INFINITY : 0), &w);
+    int wide = 0;
+    for (int k = 0; k < w.nsp; k++)
+        wide |= 2 * w.lo[k] > w.k[k] || 2 * w.hi[k] > w.k[k];
+    for (int k = 0; !max && !cip && k < w.nsp; k++)
+        if (w.lo[k] != w.hi[k] || wide)
+            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                              "pads uneven or over half the kernel without "
+                              "count_include_pad"),
+                   -1;
+    x = to_2d(c, even_pads(c, x, &w, max ? -INFINITY : 0, wide), &w);
     int kk[2] = {(int)w.k[0], (int)w.k[1]}, st[2] = {w.stride[0], w.stride[1]};
     int pd[2] = {(int)w.lo[0], (int)w.lo[1]}, dl[2] = {w.dil[0], w.dil[1]};
     kiln_node *y;
@@ -181,7 +192,7 @@ static int conv_pool(ox_ctx *c, ox_node *n)
                -1;
     else
         y = kiln_avg_pool2d(c->g, x, kk, st, pd, ceil_mode != 0, cip != 0);
-    ox_out(c, n, from_2d(c, y, w.nsp), OX_FLOAT);
+    ox_out(c, n, from_2d(c, y, w.nsp), max ? ox_in_type(n, 0) : OX_FLOAT);
     return 0;
 }
 

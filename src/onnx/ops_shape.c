@@ -281,6 +281,16 @@ static kiln_node *known_indices(ox_ctx *c, ox_node *n, const ox_host *h,
     return idx;
 }
 
+/* Indices known only when running may count from the end: i < 0 reads
+   i + dim (in f32, exact for any dim Kiln can index). */
+static kiln_node *wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim)
+{
+    kiln_node *f = kiln_cast(c->g, idx, KILN_F32);
+    kiln_node *neg = kiln_lt(c->g, f, kiln_scalar(c->g, 0));
+    kiln_node *up = kiln_add(c->g, f, kiln_scalar(c->g, (float)dim));
+    return kiln_cast(c->g, kiln_select(c->g, neg, up, f), KILN_I32);
+}
+
 /* Gather of a known vector at known indices (shape arithmetic). */
 static void gather_known(ox_node *n, const ox_host *idx)
 {
@@ -313,7 +323,9 @@ static int conv_gather(ox_ctx *c, ox_node *n)
     if (known && known->i)
         idx = known_indices(c, n, known, s.d[a]);
     else
-        idx = kiln_reshape(c->g, idx, KILN_SHAPE(kiln_shape_numel(is)));
+        idx = wrap_indices(
+            c, kiln_reshape(c->g, idx, KILN_SHAPE(kiln_shape_numel(is))),
+            s.d[a]);
     if (!idx)
         return -1;
     for (int k = 0; k < a; k++)

@@ -15,6 +15,15 @@ kiln_status kiln_onnx_load(kiln_graph *g, const char *path,
     return KILN_ERR_UNSUPPORTED;
 }
 
+kiln_tensor *kiln_onnx_tensor_read(const char *path, int *onnx_type)
+{
+    (void)path;
+    if (onnx_type)
+        *onnx_type = 0;
+    kiln_set_last_error("kiln_onnx_tensor_read: %s", NO_ONNX);
+    return NULL;
+}
+
 kiln_status kiln_onnx_info(const char *path, FILE *out)
 {
     (void)path, (void)out;
