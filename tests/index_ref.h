@@ -7,7 +7,7 @@
 
 #include "test_helpers.h"
 
-#define IREF_MAXT 10
+#define IREF_MAXT 24
 
 typedef struct iref_tensor {
     char kind[8], name[8];

@@ -3,6 +3,8 @@
 #ifndef KILN_OPS_H
 #define KILN_OPS_H
 
+#include <limits.h>
+
 #include "kiln/elementwise.h"
 #include "kiln/graph.h"
 
@@ -99,12 +101,26 @@ kiln_node *kiln_softmax_cross_entropy(kiln_graph *g, kiln_node *logits,
 /* How a loss combines its per-sample terms. */
 typedef enum kiln_reduction {
     KILN_REDUCE_MEAN,
-    KILN_REDUCE_SUM
+    KILN_REDUCE_SUM,
+    KILN_REDUCE_NONE /* one loss per sample (kiln_cross_entropy_loss) */
 } kiln_reduction;
 /* kiln_softmax_cross_entropy with a choice of mean or sum over the batch. */
 kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
                                              kiln_node *labels,
                                              kiln_reduction reduction);
+/* ignore_index of kiln_cross_entropy_loss that ignores no label. */
+#define KILN_IGNORE_NONE INT_MIN
+/* torch.nn.functional.cross_entropy(logits [N, C], labels i32 [N],
+   reduction, ignore_index, label_smoothing): rows whose label is
+   ignore_index count for nothing (0 under KILN_REDUCE_NONE; the mean is
+   over the other rows, NaN if none); label_smoothing in [0, 1] mixes in
+   the uniform target as PyTorch.  A label neither ignored nor in [0, C) is
+   a run-time error.  With KILN_IGNORE_NONE and no smoothing a mean or sum
+   is the fused kiln_softmax_cross_entropy_reduce.  Bad shapes, dtypes or
+   arguments poison the graph. */
+kiln_node *kiln_cross_entropy_loss(kiln_graph *g, kiln_node *logits,
+                                   kiln_node *labels, kiln_reduction reduction,
+                                   int ignore_index, float label_smoothing);
 /* PopXL's nll_loss_with_softmax_grad: from probabilities probs [N, C] (a
    softmax output) and i32 labels [N], *loss = mean(-log probs[label]) and
    *dlogits = (probs - onehot(labels)) / N, the loss's gradient with respect
@@ -316,6 +332,24 @@ kiln_node *kiln_int_mul(kiln_graph *g, kiln_node *a, kiln_node *b);
    INT_MIN / -1 wraps to INT_MIN. */
 kiln_node *kiln_int_floor_div(kiln_graph *g, kiln_node *a, kiln_node *b);
 kiln_node *kiln_int_mod(kiln_graph *g, kiln_node *a, kiln_node *b);
+
+/* ---------------------------------------------- recurrent cells
+   (issue 12) */
+
+/* torch.nn.LSTMCell: x [B, I], h and c [B, H], w_ih [4H, I], w_hh [4H, H],
+   b_ih and b_hh [4H] or NULL; gates i, f, g, o in PyTorch's order; *h_out
+   and *c_out the next state [B, H].  KILN_OK or the graph's error (bad
+   shapes or dtypes; both outputs poisoned). */
+kiln_status kiln_lstm_cell(kiln_graph *g, kiln_node *x, kiln_node *h,
+                           kiln_node *c, kiln_node *w_ih, kiln_node *w_hh,
+                           kiln_node *b_ih, kiln_node *b_hh, kiln_node **h_out,
+                           kiln_node **c_out);
+/* torch.nn.GRUCell: x [B, I], h [B, H], w_ih [3H, I], w_hh [3H, H], b_ih
+   and b_hh [3H] or NULL; gates r, z, n in PyTorch's order; the next h
+   [B, H].  Bad shapes or dtypes poison the graph. */
+kiln_node *kiln_gru_cell(kiln_graph *g, kiln_node *x, kiln_node *h,
+                         kiln_node *w_ih, kiln_node *w_hh, kiln_node *b_ih,
+                         kiln_node *b_hh);
 
 /* ---------------------------------------------- state ops */
 

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "graph/graph.h"
+#include "nn/nn_check.h"
 
 /* Checks an operand in the composite's own name, so that errors name the op
    the caller used rather than a primitive of its decomposition. */
@@ -124,9 +125,9 @@ kiln_node *kiln_cross_entropy(kiln_graph *g, kiln_node *probs,
     return kiln_neg(g, kiln_div(g, s, n));
 }
 
-/* The checks shared by the losses taking [N, C] scores and i32 [N] labels. */
-static int check_scores_labels(kiln_graph *g, const char *fn, kiln_node *scores,
-                               kiln_node *labels, const char *what)
+int kiln_nn_check_scores_labels(kiln_graph *g, const char *fn,
+                                kiln_node *scores, kiln_node *labels,
+                                const char *what)
 {
     char b1[96], b2[96];
     if (!check_f32_operand(g, fn, scores) || !kiln_graph_check(g, fn, labels))
@@ -180,7 +181,7 @@ kiln_status kiln_nll_loss_with_softmax_grad(kiln_graph *g, kiln_node *probs,
         return g->status;
     }
     *loss = *dlogits = &g->poison;
-    if (!check_scores_labels(g, fn, probs, labels, "probs"))
+    if (!kiln_nn_check_scores_labels(g, fn, probs, labels, "probs"))
         return g->status;
     kiln_node *oh = kiln_one_hot(g, labels, (int)probs->shape.d[1]);
     if (oh->op == KILN_OP_ONEHOT)
@@ -209,7 +210,7 @@ kiln_node *kiln_softmax_cross_entropy_reduce(kiln_graph *g, kiln_node *logits,
     const char *fn = "kiln_softmax_cross_entropy";
     if (!g)
         return kiln_null_graph(fn);
-    if (!check_scores_labels(g, fn, logits, labels, "logits"))
+    if (!kiln_nn_check_scores_labels(g, fn, logits, labels, "logits"))
         return &g->poison;
     if (reduction != KILN_REDUCE_MEAN && reduction != KILN_REDUCE_SUM)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: unknown reduction %d", fn,

@@ -223,7 +223,85 @@ def int_cases():
         int_case(op, op, np.stack([n, n - 1]), d, fn)
 
 
+REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
+
+
+def ce_case(name, reduction, ignore, smoothing, x, labels):
+    """params ce <reduction 0 mean, 1 sum, 2 none> <ignore_index, or
+    -2147483648 for none> <label_smoothing>: F.cross_entropy."""
+    tx = T(x, True)
+    kw = {} if ignore is None else {"ignore_index": ignore}
+    y = F.cross_entropy(tx, T(labels), reduction=reduction,
+                        label_smoothing=smoothing, **kw)
+    gy = U(tuple(y.shape))
+    write(name, ["ce", REDUCTIONS[reduction],
+                 -2147483648 if ignore is None else ignore, smoothing],
+          [("x", x), ("idx", labels), ("gy", gy)],
+          [("y", y), ("dx", grads(y, gy, tx)[0])])
+
+
+def ce_cases():
+    lab = np.array([2, -100, 0, 4, -100, 1], np.int32)
+    x = U((6, 5), -3, 3)
+    ce_case("ce_ignore_mean", "mean", -100, 0.0, x, lab)
+    ce_case("ce_ignore_sum", "sum", -100, 0.0, x, lab)
+    ce_case("ce_ignore_none", "none", -100, 0.0, x, lab)
+    ce_case("ce_smooth_ignore_mean", "mean", -100, 0.1, x, lab)
+    ce_case("ce_smooth_ignore_none", "none", -100, 0.25, x, lab)
+    pad = np.array([0, 3, 0, 2, 1, 0, 4], np.int32)  # class 0 as padding
+    ce_case("ce_ignore0_smooth_sum", "sum", 0, 0.2, U((7, 5), -3, 3), pad)
+    ce_case("ce_smooth_mean", "mean", None, 0.3, x, I((6,), 5))
+    ce_case("ce_none", "none", None, 0.0, x, I((6,), 5))
+    ce_case("ce_mean", "mean", None, 0.0, x, I((6,), 5))
+
+
+def rnn_case(name, cell, x, h, c, hid, bias=True):
+    """params <lstm_cell|gru_cell> <has bias>: one step of torch.nn.LSTMCell
+    or GRUCell with the weights given; gradients of sum(h2 gh) (+ sum(c2
+    gc)) for every input and weight."""
+    n = 4 if cell == "lstm_cell" else 3
+    w_ih, w_hh = U((n * hid, x.shape[1])), U((n * hid, hid))
+    ins = [("x", x), ("h", h)] + ([("c", c)] if c is not None else [])
+    ins += [("w_ih", w_ih), ("w_hh", w_hh)]
+    if bias:
+        ins += [("b_ih", U((n * hid,))), ("b_hh", U((n * hid,)))]
+    ts = {k: T(a, True) for k, a in ins}
+    m = (torch.nn.LSTMCell if c is not None else torch.nn.GRUCell)(
+        x.shape[1], hid, bias=bias).double()
+    with torch.no_grad():
+        for k in ("w_ih", "w_hh", "b_ih", "b_hh"):
+            if k in ts:
+                delattr(m, "weight_" + k[2:] if k[0] == "w" else "bias_" + k[2:])
+    for k in ("w_ih", "w_hh", "b_ih", "b_hh"):
+        if k in ts:
+            setattr(m, ("weight_" if k[0] == "w" else "bias_") + k[2:], ts[k])
+    if c is not None:
+        h2, c2 = m(ts["x"], (ts["h"], ts["c"]))
+        gh, gc = U(h2.shape), U(c2.shape)
+        loss = (h2 * T(gh)).sum() + (c2 * T(gc)).sum()
+        outs, feeds = [("h2", h2), ("c2", c2)], [("gh", gh), ("gc", gc)]
+    else:
+        h2 = m(ts["x"], ts["h"])
+        gh = U(h2.shape)
+        loss = (h2 * T(gh)).sum()
+        outs, feeds = [("h2", h2)], [("gh", gh)]
+    ds = torch.autograd.grad(loss, list(ts.values()))
+    outs += [("d" + k, d) for k, d in zip(ts, ds)]
+    write(name, [cell, int(bias)], ins + feeds, outs)
+
+
+def rnn_cases():
+    rnn_case("lstm_cell", "lstm_cell", U((3, 5)), U((3, 4)), U((3, 4)), 4)
+    rnn_case("lstm_cell_nobias", "lstm_cell", U((2, 3)), U((2, 6)),
+             U((2, 6)), 6, bias=False)
+    rnn_case("gru_cell", "gru_cell", U((3, 5)), U((3, 4)), None, 4)
+    rnn_case("gru_cell_nobias", "gru_cell", U((1, 2)), U((1, 3)), None, 3,
+             bias=False)
+
+
 if __name__ == "__main__":
     index_cases()
     seq_cases()
     int_cases()
+    ce_cases()
+    rnn_cases()
