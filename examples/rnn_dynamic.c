@@ -93,9 +93,13 @@ static double accuracy(kiln_session *s, kiln_graph *g, kiln_rng *r, int lstm)
         kiln_node *pred = kiln_argmax(g, build_logits(g, &b, lstm), 1);
         if (kiln_forward(s, g) != KILN_OK)
             return -1;
-        const int32_t *p = kiln_tensor_data(kiln_node_value(s, pred));
+        kiln_tensor *t = kiln_node_value(s, pred); /* a copy: ours to free */
+        if (!t)
+            return -1;
+        const int32_t *p = kiln_tensor_data(t);
         for (int i = 0; i < BATCH; i++)
             right += p[i] == b.ones[i];
+        kiln_tensor_free(t);
     }
     return right / (10.0 * BATCH);
 }
