@@ -47,6 +47,10 @@ static kiln_onnx_model *load_ok(kiln_graph *g, const char *name,
     return m;
 }
 
+/* Tolerance of the comparisons: 1e-5 for NumPy's small models, 1e-4 for
+   PyTorch's exports (longer sums). */
+static double tol = 1e-5;
+
 static void check_output(const ref_tensor *want, const kiln_tensor *got)
 {
     kiln_shape s = kiln_tensor_shape(got);
@@ -59,8 +63,8 @@ static void check_output(const ref_tensor *want, const kiln_tensor *got)
         for (int64_t i = 0; i < n; i++)
             assert_int_equal(kiln_tensor_i32(got)[i], (int32_t)want->v[i]);
     } else
-        th_assert_close(want->name, kiln_tensor_f32(got), want->v, n, 1e-5,
-                        1e-5);
+        th_assert_close(want->name, kiln_tensor_f32(got), want->v, n, tol,
+                        tol);
 }
 
 /* Loads name, runs it compiled and dynamically on its reference inputs
@@ -129,6 +133,17 @@ static void test_shapes(void **state)
 {
     (void)state;
     run_model("shapes", "shapes");
+}
+
+/* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
+static void test_torch_exports(void **state)
+{
+    (void)state;
+    tol = 1e-4;
+    run_model("torch_mlp", "torch_mlp");
+    run_model("torch_cnn", "torch_cnn");
+    run_model("torch_residual", "torch_residual");
+    tol = 1e-4;
 }
 
 static void test_external_data(void **state)
@@ -361,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_cnn),
         cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_trainable),
