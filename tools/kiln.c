@@ -5,6 +5,7 @@
  *   kiln train --model transformer [options]
  *   kiln eval --model model.npz [--dataset ...] [--data DIR]
  *   kiln info FILE
+ *   kiln run model.onnx --input name=file.npy ... --output out.npz
  *
  * Every failure prints one line "kiln: ..." and exits with status 1. */
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "kiln.h"
 #include "char_lm.h"
 #include "mlp.h"
+#include "onnx_run.h"
 #include "tool.h"
 
 /* The usage text: on stdout with status 0 when asked for (-h, --help),
@@ -39,7 +41,10 @@ static int usage_to(FILE *out, int status)
         "                  transformer --help lists its options)\n"
         "       kiln eval --model model.npz [--dataset mnist|fashion-mnist] "
         "[--data DIR]\n"
-        "       kiln info FILE.npz|FILE.safetensors|FILE.bin\n"
+        "       kiln info FILE.npz|FILE.safetensors|FILE.bin|FILE.onnx\n"
+        "       kiln run model.onnx --input NAME=FILE.npy|FILE.pb ... "
+        "--output out.npz\n"
+        "                [--threads N]\n"
         "       kiln help | -h | --help, or kiln COMMAND -h | --help\n");
     return status;
 }
@@ -192,10 +197,16 @@ int main(int argc, char **argv)
             return usage_to(stdout, 0);
         if (argc != 3)
             return usage();
-        if (kiln_file_info(argv[2], stdout) != KILN_OK)
+        size_t len = strlen(argv[2]);
+        int onnx = len >= 5 && !strcmp(argv[2] + len - 5, ".onnx");
+        if ((onnx ? kiln_onnx_info(argv[2], stdout)
+                  : kiln_file_info(argv[2], stdout)) != KILN_OK)
             return kiln_tool_fail("%s", kiln_last_error());
         return 0;
     }
+    if (!strcmp(cmd, "run"))
+        return argc == 3 && is_help(argv[2]) ? usage_to(stdout, 0)
+                                             : onnx_run_main(argc, argv);
     if (!strcmp(cmd, "train") && wants_transformer(argc, argv))
         return char_lm_main(argc, argv, 2, "kiln train --model transformer");
     mlp_config c = mlp_defaults();

@@ -47,6 +47,11 @@ kiln_status kiln_npz_write(const char *path, const kiln_tensor_list *l,
    unsupported array (Fortran order, big-endian, other dtypes). */
 kiln_tensor_list *kiln_npz_read(const char *path);
 
+/* Reads one numpy .npy array (np.save), dtypes as kiln_npz_read.  NULL
+   (kiln_last_error) on a missing, truncated or corrupt file or an
+   unsupported array. */
+kiln_tensor *kiln_npy_read(const char *path);
+
 /* Writes the list as .safetensors (F32 / I32 tensors), atomically as
    kiln_npz_write. */
 kiln_status kiln_safetensors_write(const char *path, const kiln_tensor_list *l);

@@ -80,8 +80,12 @@ def mlp():
     x = rng.standard_normal((3, 4)).astype(np.float32)
     y = softmax(np.maximum(x @ w1.T + b1, 0) @ w2 + b2)
     write_refs("mlp", [("x", x)], [("y", y)])
+    np.save(os.path.join(OUT, "mlp_x.npy"), x)  # for kiln run's test
     # The same model with every initializer in a file beside it.
     from onnx import external_data_helper
+    data = os.path.join(OUT, "mlp_ext.data")
+    if os.path.exists(data):
+        os.remove(data)  # onnx appends to an existing file
     external_data_helper.convert_model_to_external_data(
         m, all_tensors_to_one_file=True, location="mlp_ext.data",
         size_threshold=0)
