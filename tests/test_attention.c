@@ -313,6 +313,48 @@ static void test_fast_matches_reference(void **state)
     }
 }
 
+/* rms_norm over the last nd dims of x and its gradient (dx from dy),
+   fast or reference kernels. */
+static void run_rms_norm(kiln_shape sh, int nd, int reference,
+                         kiln_tensor **got)
+{
+    kiln_rng r;
+    kiln_rng_seed(&r, (uint64_t)(sh.d[0] * 31 + nd));
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_session_set_reference_kernels(s, reference);
+    kiln_session_set_threads(s, 2);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *in[2] = {kiln_input(g, "x", KILN_F32, sh),
+                        kiln_input(g, "dy", KILN_F32, sh)};
+    kiln_tensor *t[2] = {th_rand(&r, sh, -2, 2), th_rand(&r, sh, -2, 2)};
+    kiln_node *out[2] = {kiln_rms_norm(g, in[0], nd, NULL, 1e-5f)};
+    assert_int_equal(kiln_grads(g, out[0], in[1], in, 1, &out[1]), KILN_OK);
+    th_run(s, g, out, 2, in, t, 2, got);
+    for (int i = 0; i < 2; i++)
+        kiln_tensor_free(t[i]);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+/* Rows of 1, of odd lengths below and above the vector width, and enough
+   rows to split over the pool. */
+static void test_fast_rms_norm_matches_reference(void **state)
+{
+    (void)state;
+    const kiln_shape shapes[] = {KILN_SHAPE(1, 1, 1), KILN_SHAPE(3, 4, 5),
+                                 KILN_SHAPE(7, 1, 33), KILN_SHAPE(2, 300, 257),
+                                 KILN_SHAPE(0, 3, 4)};
+    for (int i = 0; i < 5; i++)
+        for (int nd = 1; nd <= 2; nd++) {
+            kiln_tensor *fast[2], *ref[2];
+            run_rms_norm(shapes[i], nd, 0, fast);
+            run_rms_norm(shapes[i], nd, 1, ref);
+            char what[64];
+            snprintf(what, sizeof what, "rms_norm shape %d nd %d", i, nd);
+            th_assert_outputs_close_free(what, fast, ref, 2, 1e-5, 1e-6);
+        }
+}
+
 /* ------------------------------------------------------------ masked rows */
 
 /* A batch whose boolean mask hides every key: its output rows are 0 and it
@@ -524,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_pytorch_cases),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_fast_matches_reference),
+        cmocka_unit_test(test_fast_rms_norm_matches_reference),
         cmocka_unit_test(test_fully_masked_rows),
         cmocka_unit_test(test_heads),
         cmocka_unit_test(test_errors),

@@ -36,7 +36,9 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
     /* normalisation (cpu/fast_norm.c) */                                     \
     X(NORM_STATS) X(NORM) X(NORM_GRAD) X(NORM_PARAM_GRAD)                      \
     /* indexing group (cpu/index_fast.c) */                                   \
-    KILN_FAST_INDEX_OPS(X)
+    KILN_FAST_INDEX_OPS(X)                                                     \
+    /* attention group: rms_norm (cpu/fast_rms_norm.c) */                     \
+    X(RMS_NORM) X(RMS_NORM_GRAD)
 #define KILN_FAST_INDEX_OPS(X)                                                 \
     X(INDEX_SELECT) X(INDEX_ADD) X(GATHER) X(SCATTER_ADD) X(CUMSUM)         \
         X(INT_ADD) X(INT_SUB) X(INT_MUL) X(INT_FLOOR_DIV) X(INT_MOD)
