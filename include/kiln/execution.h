@@ -238,7 +238,8 @@ typedef struct kiln_compile_options {
     int64_t fold_max_elements; /* default 65536; >= 0 */
     /* Comma-separated pass names in order, e.g. "dce,simplify,fuse"; a
        pass may appear several times.  NULL: the default
-       "dce,cse,simplify,fold,cse,simplify,conv_fuse,gemm_acc,fuse,dce". */
+       "eval_mode,dce,cse,simplify,fold,cse,simplify,bn_fold,conv_fuse,
+       gemm_acc,fuse,dce". */
     const char *pipeline;
     /* Non-NULL: prints the IR (kiln_graph_print format, fused programs
        spelled out) before the first pass and after each one.  The
@@ -251,6 +252,15 @@ typedef struct kiln_compile_options {
        the relu applied to its output (also when relu's gradient tests the
        conv's output); default 1. */
     int conv_fuse;
+    /* 1: the function is for evaluation only (the eval_mode pass): the
+       mode is 0 at every run whatever the session's (batch norm uses its
+       running statistics and leaves them, dropout is the identity), which
+       lets bn_fold fire.  Default 0. */
+    int inference;
+    /* The bn_fold pass: in an inference function, batch norm after a conv
+       whose value nothing else reads is folded into the conv's weights
+       and bias (one conv node); default 1. */
+    int bn_fold;
 } kiln_compile_options;
 
 /* Every pass and planning on, finite_math off, the default pipeline. */

@@ -54,6 +54,13 @@ kiln_status kiln_pass_fuse(const kiln_unit *in, kiln_unit *out,
 kiln_status kiln_pass_conv_fuse(const kiln_unit *in, kiln_unit *out,
                                 const kiln_compile_options *opt,
                                 kiln_eval_fn eval);
+/* passes/bn_fold.c: evaluation only, and batch norm into its conv */
+kiln_status kiln_pass_eval_mode(const kiln_unit *in, kiln_unit *out,
+                                const kiln_compile_options *opt,
+                                kiln_eval_fn eval);
+kiln_status kiln_pass_bn_fold(const kiln_unit *in, kiln_unit *out,
+                              const kiln_compile_options *opt,
+                              kiln_eval_fn eval);
 kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt,
                                kiln_eval_fn eval);

@@ -7,7 +7,8 @@
 #include "passes/passes.h"
 
 static const char *const DEFAULT_PIPELINE =
-    "dce,cse,simplify,fold,cse,simplify,conv_fuse,gemm_acc,fuse,dce";
+    "eval_mode,dce,cse,simplify,fold,cse,simplify,bn_fold,conv_fuse,gemm_acc,"
+    "fuse,dce";
 
 typedef struct pass_entry {
     const char *name;
@@ -24,13 +25,17 @@ static const pass_entry PASSES[] = {
     {"fuse", kiln_pass_fuse, offsetof(kiln_compile_options, fuse)},
     {"conv_fuse", kiln_pass_conv_fuse,
      offsetof(kiln_compile_options, conv_fuse)},
+    /* eval_mode runs only for inference */
+    {"eval_mode", kiln_pass_eval_mode,
+     offsetof(kiln_compile_options, inference)},
+    {"bn_fold", kiln_pass_bn_fold, offsetof(kiln_compile_options, bn_fold)},
 };
 
 kiln_compile_options kiln_compile_defaults(void)
 {
     kiln_compile_options o = {0};
     o.dce = o.cse = o.fold = o.simplify = o.gemm_acc = o.fuse = 1;
-    o.conv_fuse = 1;
+    o.conv_fuse = o.bn_fold = 1;
     o.plan_memory = 1;
     o.fold_max_elements = 65536;
     return o;
@@ -60,7 +65,8 @@ kiln_status kiln_passes_check_options(const kiln_compile_options *o, char *err,
             snprintf(
                 err, len,
                 "unknown pass '%.*s' in pipeline \"%s\" (passes: dce, cse, "
-                "fold, simplify, conv_fuse, gemm_acc, fuse)",
+                "fold, simplify, conv_fuse, eval_mode, bn_fold, gemm_acc, "
+                "fuse)",
                 (int)n, s, o->pipeline);
             return KILN_ERR_ARG;
         }
