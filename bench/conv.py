@@ -23,8 +23,8 @@ CASES = {  # n, c, o, h, k, pad, need_dx
 }
 
 
-def median_time(fn, budget, reps=5):
-    for _ in range(5):  # oneDNN builds its primitives on the first calls
+def median_time(fn, budget, reps=5, warm=5):
+    for _ in range(warm):  # oneDNN builds its primitives on the first calls
         fn()
     times = []
     for _ in range(reps):
