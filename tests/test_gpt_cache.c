@@ -86,10 +86,10 @@ static void check_pieces(int tie, const int *pieces, int n_pieces)
     float full[N * 20], got[20];
     full_run(s, &c, TOKENS, N, full);
     gpt_kv kv;
-    assert_int_equal(gpt_kv_init(&kv, &c), 0);
+    assert_int_equal(gpt_kv_init(&kv, s, &c), 0);
     int at = 0;
     for (int p = 0; p < n_pieces; p++) {
-        assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + at, pieces[p], got, NULL),
+        assert_int_equal(gpt_kv_feed(&kv, TOKENS + at, pieces[p], got, NULL),
                          KILN_OK);
         at += pieces[p];
         assert_int_equal(kv.len, at);
@@ -98,7 +98,7 @@ static void check_pieces(int tie, const int *pieces, int n_pieces)
             fail_msg("position %d: cached logits differ by %g", at - 1, d);
     }
     /* the window is full: one more token does not fit */
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 1, got, NULL), KILN_ERR_ARG);
+    assert_int_equal(gpt_kv_feed(&kv, TOKENS, 1, got, NULL), KILN_ERR_ARG);
     assert_int_equal(kv.len, N);
     gpt_kv_free(&kv);
     kiln_session_free(s);
@@ -139,14 +139,14 @@ static void test_window_restart(void **state)
     kiln_session *s = random_model(&c);
     float full[N * 20], got[20];
     gpt_kv kv;
-    assert_int_equal(gpt_kv_init(&kv, &c), 0);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, N, got, NULL), KILN_OK);
+    assert_int_equal(gpt_kv_init(&kv, s, &c), 0);
+    assert_int_equal(gpt_kv_feed(&kv, TOKENS, N, got, NULL), KILN_OK);
     kv.len = 0;
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 6, 5, got, NULL), KILN_OK);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS + 11, 1, got, NULL), KILN_OK);
+    assert_int_equal(gpt_kv_feed(&kv, TOKENS + 6, 5, got, NULL), KILN_OK);
+    assert_int_equal(gpt_kv_feed(&kv, TOKENS + 11, 1, got, NULL), KILN_OK);
     full_run(s, &c, TOKENS + 6, 6, full);
     assert_true(max_diff(got, full + 5 * c.vocab, c.vocab) < 2e-5);
-    assert_int_equal(gpt_kv_feed(&kv, s, TOKENS, 0, got, NULL), KILN_ERR_ARG);
+    assert_int_equal(gpt_kv_feed(&kv, TOKENS, 0, got, NULL), KILN_ERR_ARG);
     gpt_kv_free(&kv);
     kiln_session_free(s);
 }
@@ -161,14 +161,12 @@ static void test_top_k(void **state)
     float full[N * 20], all[20], top[5];
     int32_t all_ids[20], top_ids[5];
     gpt_kv a, b;
-    assert_int_equal(gpt_kv_init(&a, &c), 0);
-    assert_int_equal(gpt_kv_init(&b, &c), 0);
+    assert_int_equal(gpt_kv_init(&a, s, &c), 0);
+    assert_int_equal(gpt_kv_init(&b, s, &c), 0);
     b.top_k = 5;
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(gpt_kv_feed(&a, s, TOKENS + i, 1, all, all_ids),
-                         KILN_OK);
-        assert_int_equal(gpt_kv_feed(&b, s, TOKENS + i, 1, top, top_ids),
-                         KILN_OK);
+        assert_int_equal(gpt_kv_feed(&a, TOKENS + i, 1, all, all_ids), KILN_OK);
+        assert_int_equal(gpt_kv_feed(&b, TOKENS + i, 1, top, top_ids), KILN_OK);
     }
     full_run(s, &c, TOKENS, 4, full);
     for (int v = 0; v < c.vocab; v++)

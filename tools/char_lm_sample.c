@@ -58,30 +58,21 @@ static int prompt_ids(const lm_corpus *c, const char *prompt, int context,
 /* Feeds the token just drawn (hist[n - 1]); when the window is full,
    starts again from the last half of it, so the cost per character stays
    O(context). */
-static kiln_status feed_next(gpt_kv *kv, kiln_session *s, const int32_t *hist,
-                             int n, float *logits, int32_t *ids)
+static kiln_status feed_next(gpt_kv *kv, const int32_t *hist, int n,
+                             float *logits, int32_t *ids)
 {
     if (kv->len < kv->c.ctx)
-        return gpt_kv_feed(kv, s, hist + n - 1, 1, logits, ids);
+        return gpt_kv_feed(kv, hist + n - 1, 1, logits, ids);
     int keep = kv->c.ctx / 2 > 0 ? kv->c.ctx / 2 : 1;
     kv->len = 0;
-    return gpt_kv_feed(kv, s, hist + n - keep, keep, logits, ids);
-}
-
-/* The generation's error: the graph's when building it failed, else the
-   session's; returns 1. */
-static int kv_fail(const gpt_kv *kv, kiln_session *s)
-{
-    return kiln_tool_fail("generation: %s", kiln_graph_status(kv->g) != KILN_OK
-                                                ? kiln_graph_error(kv->g)
-                                                : kiln_session_error(s));
+    return gpt_kv_feed(kv, hist + n - keep, keep, logits, ids);
 }
 
 int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
               const char_lm_options *o)
 {
     gpt_kv kv;
-    if (gpt_kv_init(&kv, g))
+    if (gpt_kv_init(&kv, s, g))
         return kiln_tool_fail("out of memory");
     int32_t *hist = malloc((size_t)(g->ctx + o->sample_len) * sizeof *hist);
     float *logits = malloc((size_t)g->vocab * sizeof *logits);
@@ -94,8 +85,8 @@ int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
     /* greedy decoding needs the largest only */
     kv.top_k = o->temperature > 0 ? o->top_k : 1;
     int k = kv.top_k > 0 && kv.top_k < g->vocab ? kv.top_k : g->vocab;
-    if (!bad && gpt_kv_feed(&kv, s, hist, n, logits, ids) != KILN_OK)
-        bad = kv_fail(&kv, s);
+    if (!bad && gpt_kv_feed(&kv, hist, n, logits, ids) != KILN_OK)
+        bad = kiln_tool_fail("generation: %s", gpt_kv_error(&kv));
     if (!bad)
         printf("Sample (temperature %g, top-k %d):\n", o->temperature,
                o->top_k);
@@ -106,8 +97,8 @@ int lm_sample(kiln_session *s, const gpt_config *g, const lm_corpus *c,
         hist[n] = draw(logits, ids, k, o->temperature, &rng);
         putchar(c->chars[hist[n++]]);
         if (i + 1 < o->sample_len &&
-            feed_next(&kv, s, hist, n, logits, ids) != KILN_OK)
-            bad = kv_fail(&kv, s);
+            feed_next(&kv, hist, n, logits, ids) != KILN_OK)
+            bad = kiln_tool_fail("generation: %s", gpt_kv_error(&kv));
     }
     double secs = kiln_now() - start;
     if (!bad)

@@ -29,12 +29,15 @@ typedef struct gpt_config {
 #define GPT_MAX_LAYERS 16
 
 /* A key/value cache for generation: per layer, the keys and values of the
-   earlier positions as inputs [B, T0, d] (heads side by side, as the qkv
-   projection lays them out), and those of the new positions as outputs
-   [B, T, d], for the caller to append to its store. */
+   earlier positions as inputs [B, H, T0, D] (D = width / heads), and those
+   of the new positions as outputs [B, T, width] (heads side by side, as
+   the qkv projection lays them out), for the caller to add to its store. */
 typedef struct gpt_cache {
     kiln_node *k[GPT_MAX_LAYERS], *v[GPT_MAX_LAYERS];   /* NULL: no past */
     kiln_node *nk[GPT_MAX_LAYERS], *nv[GPT_MAX_LAYERS]; /* set by gpt_block */
+    kiln_node *pos;  /* i32 [B, T]: the new tokens' positions; NULL: pos0 on */
+    kiln_node *mask; /* f32 added to the scores of the cached keys,
+                        broadcast to [B, H, T, T0]; NULL: none */
 } gpt_cache;
 
 /* Logits [B * T, V] for ids [B, T] (i32) at positions pos0 .. pos0 + T - 1
@@ -44,31 +47,38 @@ kiln_node *gpt_logits(kiln_graph *g, const gpt_config *c, kiln_node *ids,
                       int64_t pos0, gpt_cache *cache);
 
 /* Generation at batch 1 with a key/value cache: the keys and values of
-   every position fed so far stay on the host, [layers, ctx, width] each,
+   every position fed so far stay on the host, [layers, heads, ctx, D] each,
    so feeding one more token runs the network on that token alone and
    attends to the stored positions: O(T) per token instead of a re-run of
-   the whole O(T^2) prefix.  Each call builds a small graph and runs it on
-   the dynamic path. */
+   the whole O(T^2) prefix.  One token runs a function compiled once (it
+   reads all ctx stored rows, those not yet fed masked out); several build
+   a graph for the dynamic path. */
+typedef struct gpt_kv_step gpt_kv_step;
 typedef struct gpt_kv {
     gpt_config c;
-    float *keys, *values; /* [layers, ctx, width] */
+    kiln_session *s;      /* whose variables run */
+    float *keys, *values; /* [layers, heads, ctx, width / heads] */
     int len;              /* positions held, at most c.ctx */
     int top_k; /* > 0: gpt_kv_feed gives only the top_k largest logits
                   (kiln_topk in the graph); 0 (gpt_kv_init's) all */
     kiln_graph *g;
+    gpt_kv_step *step;
 } gpt_kv;
 
-/* 0, or -1 when out of memory (kv left empty) or layers > GPT_MAX_LAYERS. */
-int gpt_kv_init(gpt_kv *kv, const gpt_config *c);
+/* Generation with s's variables (s must outlive kv).  0, or -1 when out of
+   memory (kv left empty) or layers > GPT_MAX_LAYERS. */
+int gpt_kv_init(gpt_kv *kv, kiln_session *s, const gpt_config *c);
 void gpt_kv_free(gpt_kv *kv);
 /* Runs the n tokens (1 <= n <= ctx - len) at positions len .. len + n - 1
-   with s's variables and stores their keys and values.  Writes the logits
-   of the last one to logits: all vocab of them, or with top_k the top_k
-   largest, largest first; top_ids (NULL: not wanted) receives their ids
-   (0 .. vocab - 1 without top_k).  KILN_ERR_ARG when the tokens do not fit
-   (reset len to 0 and feed the last tokens again to slide the window);
-   other errors with the session's or the graph's message. */
-kiln_status gpt_kv_feed(gpt_kv *kv, kiln_session *s, const int32_t *tokens,
-                        int n, float *logits, int32_t *top_ids);
+   and stores their keys and values.  Writes the logits of the last one to
+   logits: all vocab of them, or with top_k the top_k largest, largest
+   first; top_ids (NULL: not wanted) receives their ids (0 .. vocab - 1
+   without top_k).  KILN_ERR_ARG when the tokens do not fit (reset len to 0
+   and feed the last tokens again to slide the window); other errors with
+   the session's or the graph's message (gpt_kv_error). */
+kiln_status gpt_kv_feed(gpt_kv *kv, const int32_t *tokens, int n, float *logits,
+                        int32_t *top_ids);
+/* The message of gpt_kv_feed's last error. */
+const char *gpt_kv_error(const gpt_kv *kv);
 
 #endif
