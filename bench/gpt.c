@@ -3,7 +3,7 @@
  * with the same arguments as bench/gpt.py, which does the same work in
  * PyTorch.
  *
- *   gpt train    BATCH THREADS   samples/s (sequences of 128 characters) of
+ *   gpt step     BATCH THREADS   samples/s (sequences of 128 characters) of
  *                                compiled training steps: forward, backward,
  *                                gradient clipping and AdamW
  *   gpt generate THREADS         tokens/s of greedy generation at batch 1
@@ -97,8 +97,8 @@ static void generate(kiln_session *s)
 int main(int argc, char **argv)
 {
     int gen = argc == 3 && !strcmp(argv[1], "generate");
-    if (!gen && (argc != 4 || strcmp(argv[1], "train")))
-        die("usage", "gpt train BATCH THREADS | gpt generate THREADS");
+    if (!gen && (argc != 4 || strcmp(argv[1], "step")))
+        die("usage", "gpt step BATCH THREADS | gpt generate THREADS");
     kiln_session *s = kiln_session_new(
         &(kiln_session_options){.seed = 1, .threads = atoi(argv[argc - 1])});
     if (!s)

@@ -2,7 +2,7 @@
 as bench/gpt.c with the same arguments, one measurement per run, printed as
     RESULT <value> <unit>
 
-    gpt.py train    BATCH THREADS   samples/s (sequences of 128 characters)
+    gpt.py step     BATCH THREADS   samples/s (sequences of 128 characters)
                                     of training steps: forward, backward,
                                     gradient clipping and AdamW
     gpt.py generate THREADS         tokens/s of greedy generation at batch 1
@@ -108,7 +108,7 @@ def cmd_generate():
 
 def main(argv):
     torch.set_num_threads(int(argv[-1]))
-    if len(argv) == 4 and argv[1] == "train":
+    if len(argv) == 4 and argv[1] == "step":
         cmd_train(int(argv[2]))
     elif len(argv) == 3 and argv[1] == "generate":
         cmd_generate()

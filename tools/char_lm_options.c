@@ -14,7 +14,7 @@ char_lm_options char_lm_defaults(void)
     return (char_lm_options){
         .corpus = "/usr/share/games/fortunes",
         .prompt = "%\n",
-        .steps = 600,
+        .steps = 2000,
         .context = 64,
         .layers = 2,
         .heads = 4,
