@@ -18,7 +18,7 @@
  * The code lives in tools/char_lm*.c, shared with
  * `kiln train --model transformer`, which takes the same options:
  *
- *   char_lm [--steps 600] [--context 64] [--layers 2] [--heads 4]
+ *   char_lm [--steps 2000] [--context 64] [--layers 2] [--heads 4]
  *           [--width 64] [--batch 16] [--seed 1] [--temperature 0.8]
  *           [--top-k 10] [--sample-len 400] ...   (--help lists all)
  */
