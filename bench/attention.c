@@ -3,7 +3,7 @@
  * from an adjoint of the output), compiled.  bench/attention.py runs the
  * same in PyTorch as matmul + softmax + matmul.
  *
- *   attention train  B T THREADS causal|full
+ *   attention step   B T THREADS causal|full
  *       RESULT <ms> ms: median time of one forward+backward, and
  *       GFLOPS <value> GFLOP/s of the products it needs (forward 4 B H T^2
  *       D, backward 8 B H T^2 D; half with causal masking), not counting
@@ -64,7 +64,7 @@ static void measure(const char *mode, kiln_function *f, kiln_tensor **x,
                     kiln_tensor **y, int64_t b, int64_t t, int causal,
                     double before)
 {
-    if (strcmp(mode, "train") == 0) {
+    if (strcmp(mode, "step") == 0) {
         double sec = bench_time_fn(f, x, y, bench_seconds());
         double flops = 12.0 * (double)(b * HEADS * DIM) * (double)t * (double)t;
         printf("RESULT %.3f ms\n", sec * 1e3);
@@ -83,9 +83,9 @@ static void measure(const char *mode, kiln_function *f, kiln_tensor **x,
 
 int main(int argc, char **argv)
 {
-    if (argc != 6 || (strcmp(argv[1], "train") && strcmp(argv[1], "memory"))) {
+    if (argc != 6 || (strcmp(argv[1], "step") && strcmp(argv[1], "memory"))) {
         fprintf(stderr,
-                "usage: attention train|memory B T THREADS causal|full\n");
+                "usage: attention step|memory B T THREADS causal|full\n");
         return 2;
     }
     int64_t b = atoll(argv[2]), t = atoll(argv[3]);

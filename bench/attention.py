@@ -4,7 +4,7 @@ softmax(q k^T / 8 [causal: -inf above the diagonal]) v, forward and
 backward (dq, dk, dv from an adjoint of the output); same arguments and
 output lines:
 
-    attention.py train  B T THREADS causal|full   RESULT <ms> ms (median
+    attention.py step   B T THREADS causal|full   RESULT <ms> ms (median
         of three timings after one warm-up: a step takes seconds)
     attention.py memory B T THREADS causal|full   RESULT <MiB> MiB (the
         peak RSS over two runs less the RSS with the inputs allocated),
@@ -45,7 +45,7 @@ def main():
         y = torch.softmax(s, -1) @ v
         return torch.autograd.grad(y, [q, k, v], dy)
 
-    if mode == "train":
+    if mode == "step":
         print(f"RESULT {1e3 * median_time(step, seconds(), reps=3, warm=1):.3f} ms")
         return
     before = rss_mib()
