@@ -11,6 +11,11 @@ cd "$2" || exit 1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/data"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte \
+    t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [ -f "data/fashion-mnist/$f.gz" ] ||
+        { echo "data/fashion-mnist/$f.gz missing: run scripts/setup"; exit 1; }
+done
 # cut NAME COUNT ITEM_BYTES HEADER_BYTES: the first COUNT items of NAME.gz
 cut_idx() {
     src=data/fashion-mnist/$1.gz dst=$tmp/data/$1
