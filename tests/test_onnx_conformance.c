@@ -290,6 +290,31 @@ static entry *run_all(int *n)
     return es;
 }
 
+/* The text of path before its "## Conformance" heading (the prose the
+   table follows), "" when it has none or does not exist. */
+static char *prose_before_table(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    char *text = calloc((size_t)(size > 0 ? size : 0) + 1, 1);
+    assert_non_null(text);
+    if (f && size > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        fread(text, 1, (size_t)size, f) != (size_t)size)
+        text[0] = 0;
+    if (f)
+        fclose(f);
+    char *heading = strstr(text, "\n## Conformance");
+    if (heading)
+        heading[1] = 0;
+    else
+        text[0] = 0;
+    return text;
+}
+
+/* Rewrites the "## Conformance" section of path (to its end), keeping the
+   text before it. */
 static void write_table(const char *path, const entry *es, int n)
 {
     int count[N_SUITES + 1][3] = {{0}};
@@ -297,20 +322,24 @@ static void write_table(const char *path, const entry *es, int n)
         count[es[k].suite][es[k].res]++;
         count[N_SUITES][es[k].res]++;
     }
+    char *prose = prose_before_table(path);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "# ONNX conformance\n\n"
-               "ONNX's backend test models (Debian `libonnx-testdata`) run by "
-               "`tests/test_onnx_conformance.c`: each model is loaded with "
-               "the shapes of its test inputs, compiled, run on every data "
-               "set and compared with the expected outputs (|got - want| <= "
-               "1e-5 + 1e-3 |want|). *unsupported*: Kiln refuses the model "
-               "with `KILN_ERR_UNSUPPORTED` and names what it lacks (the "
-               "first problem is shown). The ctest fails on any *fail*. "
-               "Regenerate with `build/tests/test_onnx_conformance --write "
-               "docs/onnx.md`.\n\n"
-               "| suite | models | pass | fail | unsupported |\n"
-               "|---|---:|---:|---:|---:|\n");
+    fprintf(f,
+            "%s## Conformance\n\n"
+            "ONNX's backend test models (Debian `libonnx-testdata`) run by "
+            "`tests/test_onnx_conformance.c`: each model is loaded with "
+            "the shapes of its test inputs, compiled, run on every data "
+            "set and compared with the expected outputs (|got - want| <= "
+            "1e-5 + 1e-3 |want|). *unsupported*: Kiln refuses the model "
+            "with `KILN_ERR_UNSUPPORTED` and names what it lacks (the "
+            "first problem is shown). The ctest fails on any *fail*. "
+            "Regenerate this section (the text above it is kept) with "
+            "`build/tests/test_onnx_conformance --write docs/onnx.md`.\n\n"
+            "| suite | models | pass | fail | unsupported |\n"
+            "|---|---:|---:|---:|---:|\n",
+            prose);
+    free(prose);
     for (int s = 0; s <= N_SUITES; s++) {
         int *c = count[s];
         fprintf(f, "| %s | %d | %d | %d | %d |\n",
