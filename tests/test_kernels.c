@@ -331,20 +331,33 @@ static void test_reductions(void **state)
         kiln_shape s;
         unsigned axes;
     } cases[] = {
-        {KILN_SHAPE(1003), 1},        {KILN_SHAPE(7, 33), 1},
-        {KILN_SHAPE(7, 33), 2},       {KILN_SHAPE(7, 33), 3},
-        {KILN_SHAPE(128, 10), 2},     {KILN_SHAPE(128, 600), 1},
-        {KILN_SHAPE(5, 17, 3), 2},    {KILN_SHAPE(5, 17, 3), 3},
-        {KILN_SHAPE(5, 17, 3), 6},    {KILN_SHAPE(5, 17, 3), 5}, /* reference */
-        {KILN_SHAPE(5, 1, 3), 2},     {KILN_SHAPE(1, 1), 3},
-        {KILN_SHAPE(0, 5), 1},        {KILN_SHAPE(0, 5), 2},
-        {KILN_SHAPE(5, 0), 2},        {KILN_SCALAR, 0},
-        {KILN_SHAPE(300, 257), 1},    {KILN_SHAPE(300, 257), 2},
-        {KILN_SHAPE(3, 40000), 2},    {KILN_SHAPE(40000, 3), 1},
-        {KILN_SHAPE(2, 300, 600), 2}, {KILN_SHAPE(1, 513), 1},
+        {KILN_SHAPE(1003), 1},
+        {KILN_SHAPE(7, 33), 1},
+        {KILN_SHAPE(7, 33), 2},
+        {KILN_SHAPE(7, 33), 3},
+        {KILN_SHAPE(128, 10), 2},
+        {KILN_SHAPE(128, 600), 1},
+        {KILN_SHAPE(5, 17, 3), 2},
+        {KILN_SHAPE(5, 17, 3), 3},
+        {KILN_SHAPE(5, 17, 3), 6},
+        {KILN_SHAPE(5, 17, 3), 5}, /* reference */
+        {KILN_SHAPE(5, 1, 3), 2},
+        {KILN_SHAPE(1, 1), 3},
+        {KILN_SHAPE(0, 5), 1},
+        {KILN_SHAPE(0, 5), 2},
+        {KILN_SHAPE(5, 0), 2},
+        {KILN_SCALAR, 0},
+        {KILN_SHAPE(300, 257), 1},
+        {KILN_SHAPE(300, 257), 2},
+        {KILN_SHAPE(3, 40000), 2},
+        {KILN_SHAPE(40000, 3), 1},
+        {KILN_SHAPE(2, 300, 600), 2},
+        {KILN_SHAPE(1, 513), 1},
         /* [reduced, kept, reduced]: per-channel sums of NCHW */
-        {KILN_SHAPE(4, 3, 5, 7), 13}, {KILN_SHAPE(9, 33, 1, 17), 13},
-        {KILN_SHAPE(2, 3, 4, 5, 6), 25}, {KILN_SHAPE(1, 6, 1, 1), 13},
+        {KILN_SHAPE(4, 3, 5, 7), 13},
+        {KILN_SHAPE(9, 33, 1, 17), 13},
+        {KILN_SHAPE(2, 3, 4, 5, 6), 25},
+        {KILN_SHAPE(1, 6, 1, 1), 13},
         {KILN_SHAPE(3, 1, 5), 5},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -453,6 +466,72 @@ static void test_movement(void **state)
         in = make_inputs(&r, a, -1, 1);
         check_node(a, in, 1);
         free_inputs(a, in);
+        kiln_graph_free(g);
+    }
+}
+
+/* Permutes that are not a batched transpose, slices and constant pads:
+   strided copies (cpu/fast_strided.c), by rows or by transposed tiles. */
+static void test_strided(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 7);
+    const struct {
+        kiln_shape s;
+        int perm[5];
+    } perms[] = {
+        {KILN_SHAPE(4, 128, 4, 32), {0, 2, 1, 3}},
+        {KILN_SHAPE(4, 4, 128, 32), {0, 2, 1, 3}},
+        {KILN_SHAPE(3, 5, 7, 9), {0, 2, 3, 1}},
+        {KILN_SHAPE(3, 5, 7, 9), {3, 2, 1, 0}},
+        {KILN_SHAPE(2, 33, 3, 40), {1, 3, 0, 2}},
+        {KILN_SHAPE(2, 3, 1, 4, 5), {4, 2, 0, 3, 1}},
+        {KILN_SHAPE(2, 1, 3, 1, 5), {0, 3, 2, 1, 4}},
+        {KILN_SHAPE(2, 0, 3, 4), {2, 1, 0, 3}},
+        {KILN_SHAPE(1, 1, 1, 1), {3, 2, 1, 0}},
+    };
+    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++) {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *n = kiln_permute(g, input(g, perms[p].s), perms[p].perm);
+        void **in = make_inputs(&r, n, -1, 1);
+        check_node(n, in, 1);
+        free_inputs(n, in);
+        kiln_graph_free(g);
+    }
+    const struct {
+        kiln_shape s;
+        int64_t a[4], b[4];
+    } windows[] = {
+        {KILN_SHAPE(32, 128, 384), {0, 0, 128}, {0, 0, 128}},
+        {KILN_SHAPE(7, 9), {2, 1}, {3, 0}},
+        {KILN_SHAPE(5, 6, 7), {0, 2, 0}, {1, 1, 0}},
+        {KILN_SHAPE(3, 1, 4, 5), {1, 0, 0, 2}, {0, 0, 1, 1}},
+        {KILN_SHAPE(64, 300), {0, 1}, {0, 0}},
+        {KILN_SHAPE(2, 0, 3), {0, 0, 1}, {1, 0, 0}},
+    };
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+        kiln_shape s = windows[w].s;
+        int64_t start[4], stop[4];
+        for (int d = 0; d < s.ndim; d++) {
+            start[d] = windows[w].a[d];
+            stop[d] = s.d[d] - windows[w].b[d];
+        }
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x = input(g, s);
+        kiln_node *sl = kiln_slice(g, x, start, stop);
+        void **in = make_inputs(&r, sl, -1, 1);
+        check_node(sl, in, 1);
+        free_inputs(sl, in);
+        kiln_node *pd = kiln_pad(g, x, windows[w].a, windows[w].b, 0.5f);
+        in = make_inputs(&r, pd, -1, 1);
+        check_node(pd, in, 1);
+        free_inputs(pd, in);
+        kiln_node *xi = kiln_input(g, "i", KILN_I32, s);
+        kiln_node *pi = kiln_pad(g, xi, windows[w].a, windows[w].b, -3.0f);
+        in = make_inputs(&r, pi, -1, 1);
+        check_node(pi, in, 1);
+        free_inputs(pi, in);
         kiln_graph_free(g);
     }
 }
@@ -789,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_reduce_max_nan),
         cmocka_unit_test(test_movement),
+        cmocka_unit_test(test_strided),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_acc),
         cmocka_unit_test(test_gemv_split),

@@ -28,20 +28,25 @@ extern const kiln_kernel_fn kiln_fast_kernels[KILN_OP_COUNT];
     X(SELECT)                                                                  \
     X(SUM)                                                                     \
     X(RMAX)                                                                    \
-    X(RESHAPE) X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL)         \
-        X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD) X(FUSED)                \
-    /* pooling group (cpu/fast_pool.c) */                                     \
-    X(MAX_POOL2D) X(MAX_POOL2D_GRAD) X(MAX_POOL2D_GATHER) X(RESAMPLE2D)        \
-        X(RESAMPLE2D_GRAD)                                                     \
-    /* normalisation (cpu/fast_norm.c) */                                     \
-    X(NORM_STATS) X(NORM) X(NORM_GRAD) X(NORM_PARAM_GRAD)                      \
-    /* indexing group (cpu/index_fast.c) */                                   \
-    KILN_FAST_INDEX_OPS(X)                                                     \
-    /* attention group: rms_norm (cpu/fast_rms_norm.c) */                     \
-    X(RMS_NORM) X(RMS_NORM_GRAD)
+    X(RESHAPE)                                                                 \
+    X(STOPGRAD) X(ASSIGN) X(BROADCAST) X(PERMUTE) X(MATMUL) X(SLICE) X(PAD)    \
+        X(MATMUL_ACC) X(SOFTMAX_CE) X(SOFTMAX_CE_GRAD)                         \
+            X(FUSED) /* pooling group (cpu/fast_pool.c) */                     \
+        X(MAX_POOL2D) X(MAX_POOL2D_GRAD) X(MAX_POOL2D_GATHER) X(RESAMPLE2D)    \
+            X(RESAMPLE2D_GRAD) /* normalisation (cpu/fast_norm.c) */           \
+        X(NORM_STATS) X(NORM) X(NORM_GRAD)                                     \
+            X(NORM_PARAM_GRAD) /* indexing group (cpu/index_fast.c) */         \
+        KILN_FAST_INDEX_OPS(                                                   \
+            X) /* attention group: rms_norm (cpu/fast_rms_norm.c) */           \
+        X(RMS_NORM) X(RMS_NORM_GRAD)
 #define KILN_FAST_INDEX_OPS(X)                                                 \
-    X(INDEX_SELECT) X(INDEX_ADD) X(GATHER) X(SCATTER_ADD) X(CUMSUM)         \
-        X(INT_ADD) X(INT_SUB) X(INT_MUL) X(INT_FLOOR_DIV) X(INT_MOD)
+    X(INDEX_SELECT)                                                            \
+    X(INDEX_ADD) X(GATHER) X(SCATTER_ADD) X(CUMSUM) X(INT_ADD) X(INT_SUB)      \
+        X(INT_MUL) X(INT_FLOOR_DIV) X(INT_MOD)
+
+/* Permutes as a strided copy (cpu/fast_strided.c; the kernel of PERMUTE
+   calls it for the permutes that are not a batched transpose). */
+void kiln_fast_permute_strided(const kiln_node *n, void *o, const void *x);
 
 #define KILN_FAST_DECLARE(OP)                                                  \
     void kiln_fast_##OP(const kiln_node *n, void *out, void *const *in);
