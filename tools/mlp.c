@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mlp.h"
+#include "onnx_run.h"
 #include "plot.h"
 
 enum { N_CLASSES = 10, EVAL_BATCH = 1000 };
@@ -215,6 +216,7 @@ typedef struct trainer {
     kiln_batcher *batches;
     kiln_tensor *xb, *yb, *loss;
     evaluator eval;
+    model m; /* its logits are what --save model.onnx exports */
     tool_dist d;
     int64_t done, total, per_epoch; /* steps */
 } trainer;
@@ -301,10 +303,13 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
     return 0;
 }
 
-/* Saves the session's variables and the activation to c->save; 0, or 1
-   after an error. */
+/* Saves the session's variables and the activation to c->save, or, for a
+   .onnx path, the inference graph X -> logits with the trained weights;
+   0, or 1 after an error. */
 static int save_model(trainer *t, const mlp_config *c)
 {
+    if (onnx_path(c->save))
+        return onnx_save_logits(t->g, t->s, t->m.logits, c->save);
     int32_t code = c->activation;
     kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
     int bad = kiln_session_declare(t->s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
@@ -398,7 +403,7 @@ static int build_trainer(trainer *t, const mlp_config *c,
         return kiln_tool_fail("out of memory");
     if (tool_dist_attach(&t->d, t->s))
         return 1;
-    model m = build(t->g, c, c->batch, train->rows, train->cols);
+    model m = t->m = build(t->g, c, c->batch, train->rows, train->cols);
     if (!(t->opt = make_optimizer(t->s, c, per_epoch * c->epochs)))
         return kiln_tool_fail("%s", kiln_session_error(t->s));
     kiln_node *update = kiln_optimizer_build_step(t->opt, t->g, m.loss);

@@ -26,6 +26,22 @@ static int ends_with(const char *s, const char *end)
     return a >= b && !strcmp(s + a - b, end);
 }
 
+int onnx_path(const char *path)
+{
+    return ends_with(path, ".onnx");
+}
+
+int onnx_save_logits(kiln_graph *g, kiln_session *s, kiln_node *logits,
+                     const char *path)
+{
+    const char *names[1] = {"logits"};
+    kiln_onnx_save_options o = {.output_names = names};
+    if (kiln_onnx_save(g, s, &logits, 1, &o, path) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_last_error());
+    fprintf(stderr, "kiln: inference graph saved to %s\n", path);
+    return 0;
+}
+
 static kiln_tensor *read_input(const char *path)
 {
     return ends_with(path, ".pb") ? kiln_onnx_tensor_read(path, NULL)

@@ -1,4 +1,4 @@
-/* Kiln: ONNX import (src/onnx/, built on protobuf-c).
+/* Kiln: ONNX import and export (src/onnx/, built on protobuf-c).
    Part of the public API: include "kiln.h", which includes every part.
    Always declared; a library built without protobuf-c (CMake option
    KILN_ONNX off or the packages missing) returns KILN_ERR_UNSUPPORTED from
@@ -83,6 +83,34 @@ kiln_tensor *kiln_onnx_tensor_read(const char *path, int *onnx_type);
    initializers.  KILN_ERR_IO (kiln_last_error) for an unreadable or
    malformed file, KILN_ERR_ARG for NULL arguments. */
 kiln_status kiln_onnx_info(const char *path, FILE *out);
+
+/* What kiln_onnx_save names; zeros (or NULL options) give the defaults. */
+typedef struct kiln_onnx_save_options {
+    /* n_out names of the graph outputs; NULL: each output node's name,
+       else "output" (one output) or "output_K". */
+    const char *const *output_names;
+    /* The dim_param written for symbolic dims; NULL: "batch". */
+    const char *batch_name;
+    /* The GraphProto's name; NULL: "kiln". */
+    const char *graph_name;
+} kiln_onnx_save_options;
+
+/* Writes the inference graph computing outputs (n_out nodes of g) to path
+   as an ONNX model (IR version 8, opset 17, producer "kiln"): the input
+   nodes they read become graph inputs, by name, with their shapes (a
+   symbolic dim as the dim_param batch_name); variables become
+   initializers holding their values in s (or, when s does not hold one,
+   the value a zeros, ones, value or values initialiser gives); constants
+   initializers.  Batch norm uses its running statistics and dropout is
+   the identity: the model evaluates.  The file is replaced atomically.
+   Errors (kiln_last_error, nothing written, an existing file untouched):
+   KILN_ERR_ARG for NULL or foreign arguments or output names taken
+   twice, a failed graph's status,
+   KILN_ERR_UNSUPPORTED listing every node without an ONNX form (by id,
+   op and name), KILN_ERR_IO when path cannot be written. */
+kiln_status kiln_onnx_save(kiln_graph *g, kiln_session *s,
+                           kiln_node *const *outputs, int n_out,
+                           const kiln_onnx_save_options *opt, const char *path);
 
 KILN_DECLS_END
 #endif /* KILN_ONNX_H */

@@ -24,6 +24,15 @@ kiln_tensor *kiln_onnx_tensor_read(const char *path, int *onnx_type)
     return NULL;
 }
 
+kiln_status kiln_onnx_save(kiln_graph *g, kiln_session *s,
+                           kiln_node *const *outputs, int n_out,
+                           const kiln_onnx_save_options *opt, const char *path)
+{
+    (void)g, (void)s, (void)outputs, (void)n_out, (void)opt, (void)path;
+    kiln_set_last_error("kiln_onnx_save: %s", NO_ONNX);
+    return KILN_ERR_UNSUPPORTED;
+}
+
 kiln_status kiln_onnx_info(const char *path, FILE *out)
 {
     (void)path, (void)out;
