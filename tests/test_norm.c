@@ -419,6 +419,7 @@ static void test_fast_kernels_match_reference(void **state)
         {BN, KILN_SHAPE(7, 5, 3, 9)}, {BN, KILN_SHAPE(2, 1, 1, 33)},
         {BN, KILN_SHAPE(33, 17)},     {BN, KILN_SHAPE(16, 64, 8, 8)},
         {LN, KILN_SHAPE(5, 1, 31)},   {LN, KILN_SHAPE(9, 130)},
+        {LN, KILN_SHAPE(4, 64, 128)}, {GN, KILN_SHAPE(4, 32, 1, 1)},
         {GN, KILN_SHAPE(3, 6, 5, 5)}, {GN, KILN_SHAPE(4, 32, 16, 16)},
         {IN, KILN_SHAPE(2, 5, 1, 7)}, {IN, KILN_SHAPE(5, 3, 1, 1)},
     };

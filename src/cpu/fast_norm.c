@@ -64,6 +64,39 @@ KILN_CLONES static void seg_dx(float *dx, const float *x, const float *dy,
         k * (dy[i] * w - a - (x[i] - mean) * b);
 }
 
+/* The same three over a row whose every element is its own channel (layer
+   norm over the last axis: S = 1), the weights a vector beside it. */
+KILN_CLONES static void row_apply(float *y, const float *x, const float *w,
+                                  const float *b, int64_t n, float mean,
+                                  float rstd)
+{
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] =
+        (x[i] - mean) * (rstd * w[i]) + b[i];
+}
+
+KILN_CLONES static void row_grad_sums(const float *x, const float *dy,
+                                      const float *w, int64_t n, float mean,
+                                      double *sum_dyw, double *sum_dyw_dev)
+{
+    double a = 0, b = 0;
+    _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < n; i++)
+    {
+        float g = dy[i] * w[i];
+        a += (double)g;
+        b += (double)(g * (x[i] - mean));
+    }
+    *sum_dyw = a;
+    *sum_dyw_dev = b;
+}
+
+KILN_CLONES static void row_dx(float *dx, const float *x, const float *dy,
+                               const float *w, int64_t n, float mean, float k,
+                               float a, float b)
+{
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) dx[i] =
+        k * (dy[i] * w[i] - a - (x[i] - mean) * b);
+}
+
 typedef struct norm_job {
     const kiln_node *n;
     kiln_norm_view v;
@@ -100,13 +133,17 @@ static void stats_range(void *ctx, int64_t lo, int64_t hi)
     norm_job *j = ctx;
     const float *x = j->in[0];
     int64_t segs = seg_count(&j->v), c;
+    /* a group's channels are adjacent: one run of m elements */
+    int64_t len = j->v.groups ? j->v.m : j->v.s;
+    if (j->v.groups)
+        segs = 1;
     for (int64_t q = lo; q < hi; q++) {
         double sum = 0, dev = 0;
         for (int64_t k = 0; k < segs; k++)
-            sum += seg_sum(x + seg_at(&j->v, q, k, &c), j->v.s);
+            sum += seg_sum(x + seg_at(&j->v, q, k, &c), len);
         float mean = (float)(sum / (double)j->v.m);
         for (int64_t k = 0; k < segs; k++)
-            dev += seg_dev2(x + seg_at(&j->v, q, k, &c), j->v.s, mean);
+            dev += seg_dev2(x + seg_at(&j->v, q, k, &c), len, mean);
         j->out[q] = mean;
         j->out[j->v.q + q] = (float)(dev / (double)j->v.m);
     }
@@ -135,9 +172,25 @@ static void apply_range(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* S = 1 with groups: one row per statistic. */
+static void apply_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    norm_job *j = ctx;
+    const float *x = j->in[0], *st = j->in[1], *w = j->in[2], *b = j->in[3];
+    for (int64_t q = lo; q < hi; q++) {
+        int64_t c, at = seg_at(&j->v, q, 0, &c);
+        row_apply(j->out + at, x + at, w + c, b + c, j->v.m, st[q],
+                  rstd_of(j, st, q));
+    }
+}
+
 void kiln_fast_NORM(const kiln_node *n, void *out, void *const *in)
 {
     norm_job j = {n, kiln_norm_view_of(n->in[0]->shape, n->at.norm), in, out};
+    if (j.v.groups && j.v.s == 1) {
+        kiln_par_for(j.v.q, j.v.m, apply_rows, &j);
+        return;
+    }
     kiln_par_for(j.v.n * j.v.c, j.v.s, apply_range, &j);
 }
 
@@ -177,9 +230,31 @@ static void grad_range(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* S = 1 with groups: one row per statistic, its weights a vector. */
+static void grad_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    norm_job *j = ctx;
+    const float *x = j->in[0], *st = j->in[1], *w = j->in[2], *dy = j->in[3];
+    int mode = *(const int32_t *)j->in[4] != 0;
+    for (int64_t q = lo; q < hi; q++) {
+        int64_t c, at = seg_at(&j->v, q, 0, &c);
+        float mean = st[q], rstd = rstd_of(j, st, q);
+        double a = 0, b = 0;
+        if (mode)
+            row_grad_sums(x + at, dy + at, w + c, j->v.m, mean, &a, &b);
+        float ma = (float)(a / (double)j->v.m);
+        float mb = (float)(b * rstd * rstd / (double)j->v.m);
+        row_dx(j->out + at, x + at, dy + at, w + c, j->v.m, mean, rstd, ma, mb);
+    }
+}
+
 void kiln_fast_NORM_GRAD(const kiln_node *n, void *out, void *const *in)
 {
     norm_job j = {n, kiln_norm_view_of(n->in[0]->shape, n->at.norm), in, out};
+    if (j.v.groups && j.v.s == 1 && n->n_in != 6) {
+        kiln_par_for(j.v.q, 3 * j.v.m, grad_rows, &j);
+        return;
+    }
     kiln_par_for(j.v.q, 3 * j.v.m, grad_range, &j);
 }
 
