@@ -1,6 +1,7 @@
 /* ONNX's backend test suite (Debian's libonnx-testdata: node,
    pytorch-converted, pytorch-operator, simple): each model is loaded with
-   the shapes of its test inputs, compiled, run on every test_data_set_N and
+   the shapes and values of its test inputs (Kiln needs shapes, axes and
+   scales while building), compiled, run on every test_data_set_N and
    compared with the expected outputs (rtol 1e-3, atol 1e-5, the suite's own
    tolerance in spirit).  A model is "unsupported" when Kiln refuses it with
    KILN_ERR_UNSUPPORTED (an op, attribute value or dtype it has no mapping
@@ -62,7 +63,7 @@ static result read_failure(char *note, size_t n)
 /* Reads set's input_K.pb and output_K.pb files. */
 static result read_set(const char *set, run *r, char *note, size_t n)
 {
-    char path[1024];
+    char path[1024 + 32];
     for (int io = 0; io < 2; io++) {
         for (int k = 0; k < MAX_IO; k++) {
             snprintf(path, sizeof path, "%s/%s_%d.pb", set,
@@ -149,7 +150,10 @@ static result load_model(const char *dir, const run *r, kiln_graph *g,
     kiln_shape shapes[MAX_IO];
     for (int k = 0; k < r->n_in; k++)
         shapes[k] = kiln_tensor_shape(r->in[k]);
-    kiln_onnx_options opt = {.input_shapes = shapes, .n_input_shapes = r->n_in};
+    kiln_onnx_options opt = {.input_shapes = shapes,
+                             .n_input_shapes = r->n_in,
+                             .input_values = (const kiln_tensor *const *)r->in,
+                             .n_input_values = r->n_in};
     kiln_onnx_model *m = NULL;
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     kiln_status st = kiln_onnx_load(g, path, &opt, &m);
@@ -201,11 +205,12 @@ static result run_set(kiln_function *f, kiln_session *s, run *r, char *note,
     return R_PASS;
 }
 
-static result run_model(const char *dir, char *note, size_t n)
+/* Loads the model for data set `set` (its inputs' shapes and values) and
+   runs it on the set. */
+static result run_one_set(const char *dir, const char *set, char *note,
+                          size_t n)
 {
-    char set[1024];
     run r = {0};
-    snprintf(set, sizeof set, "%s/test_data_set_0", dir);
     result res = read_set(set, &r, note, n);
     kiln_graph *g = kiln_graph_new();
     kiln_session *s = kiln_session_new(NULL);
@@ -222,22 +227,28 @@ static result run_model(const char *dir, char *note, size_t n)
             res = R_UNSUPPORTED;
         }
     }
-    for (int k = 0; res == R_PASS; k++) {
-        if (k) {
-            snprintf(set, sizeof set, "%s/test_data_set_%d", dir, k);
-            if (!exists(set))
-                break;
-            run_free(&r);
-            res = read_set(set, &r, note, n);
-        }
-        if (res == R_PASS)
-            res = run_set(f, s, &r, note, n);
-    }
     if (res == R_PASS)
-        note[0] = 0;
+        res = run_set(f, s, &r, note, n);
     run_free(&r);
     kiln_session_free(s);
     kiln_graph_free(g);
+    return res;
+}
+
+/* Every data set of the model, each loaded anew: the values of integer
+   inputs (shapes, axes) are given to the loader and may differ per set. */
+static result run_model(const char *dir, char *note, size_t n)
+{
+    char set[1024];
+    result res = R_PASS;
+    for (int k = 0; res == R_PASS; k++) {
+        snprintf(set, sizeof set, "%s/test_data_set_%d", dir, k);
+        if (k && !exists(set))
+            break;
+        res = run_one_set(dir, set, note, n);
+    }
+    if (res == R_PASS)
+        note[0] = 0;
     return res;
 }
 
@@ -329,7 +340,9 @@ static void write_table(const char *path, const entry *es, int n)
             "%s## Conformance\n\n"
             "ONNX's backend test models (Debian `libonnx-testdata`) run by "
             "`tests/test_onnx_conformance.c`: each model is loaded with "
-            "the shapes of its test inputs, compiled, run on every data "
+            "the shapes and values of its test inputs "
+            "(`kiln_onnx_options.input_values`: Kiln takes shapes, axes, "
+            "pads and scales while building), compiled, run on every data "
             "set and compared with the expected outputs (|got - want| <= "
             "1e-5 + 1e-3 |want|). *unsupported*: Kiln refuses the model "
             "with `KILN_ERR_UNSUPPORTED` and names what it lacks (the "

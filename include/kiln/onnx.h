@@ -30,6 +30,14 @@ typedef struct kiln_onnx_options {
        dims; a dim the file fixes must agree (KILN_ERR_SHAPE otherwise). */
     const kiln_shape *input_shapes;
     int n_input_shapes;
+    /* When not NULL, the values the first n_input_values graph inputs will
+       be fed (NULL entries: not known), shaped as the inputs and i32 for
+       integer inputs, f32 otherwise (KILN_ERR_SHAPE / DTYPE otherwise).
+       Ops that need such values while building (Reshape's shape, Resize's
+       scales, Trilu's k, ...) take them from here; the inputs stay inputs
+       and running them with other values is undefined. */
+    const kiln_tensor *const *input_values;
+    int n_input_values;
 } kiln_onnx_options;
 
 /* Loads the ONNX model at path into g: inputs become kiln_input nodes,

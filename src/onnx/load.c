@@ -191,7 +191,8 @@ static void add_input(ox_ctx *c, kiln_onnx_model *m,
     kiln_node *x =
         sym ? kiln_input_sym(c->g, vi->name, ox_kiln_dtype(type), s, sym)
             : kiln_input(c->g, vi->name, ox_kiln_dtype(type), s);
-    add_value(c, vi->name, x, type, NULL);
+    add_value(c, vi->name, x, type,
+              ox_known_input(c, vi->name, c->n_inputs - 1, s, type));
     ox_model_add_io(m, 0, vi->name, x, type);
 }
 

@@ -119,6 +119,12 @@ int ox_attr_ints(ox_ctx *c, const ox_node *n, const char *name,
 int ox_attr_string(ox_ctx *c, const ox_node *n, const char *name,
                    const char *def, char *buf, size_t size);
 
+/* count integers of the ints attribute name into out (def for each when
+   absent), each at least 0 (def 0) or 1 (def nonzero) and in int range; -1
+   (recorded) otherwise. */
+int ox_ints_attr(ox_ctx *c, const ox_node *n, const char *name, int count,
+                 int64_t def, int64_t *out);
+
 /* The integers of input i, known at load time (an initializer, a Constant
    or folded shape arithmetic); NULL with a recorded problem otherwise. */
 const ox_host *ox_known_ints(ox_ctx *c, const ox_node *n, int i);
@@ -138,6 +144,17 @@ ox_host *ox_host_ints(kiln_shape shape, const int64_t *v);
    recorded problem when out of range. */
 int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);
 
+/* Indices known only when running may count from the end: i < 0 reads
+   i + dim (in f32, exact for any dim Kiln can index). */
+kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
+
+/* The host copy of the values kiln_onnx_options.input_values gives the
+   k-th graph input (name, of Kiln shape s and ONNX type), NULL when none
+   is given (or floats too many to keep) or, with a recorded problem, when
+   they do not match the input. */
+ox_host *ox_known_input(ox_ctx *c, const char *name, int k, kiln_shape s,
+                        int type);
+
 /* The converters, one per op type; each returns 0, or -1 after recording
    why.  attrs lists the attributes the converter reads (comma-separated);
    any other attribute is reported as unsupported. */
@@ -150,5 +167,7 @@ typedef struct ox_op {
 /* The op of this type, NULL when unsupported. */
 const ox_op *ox_find_op(const char *type);
 extern const ox_op ox_math_ops[], ox_shape_ops[], ox_tensor_ops[], ox_nn_ops[];
+/* Added by issue 13's second round: losses, ops_more.c's and Resize. */
+extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[];
 
 #endif

@@ -13,8 +13,8 @@ typedef struct window {
     int64_t lo[2], hi[2];
 } window;
 
-static int ints_attr(ox_ctx *c, const ox_node *n, const char *name, int count,
-                     int64_t def, int64_t *out)
+int ox_ints_attr(ox_ctx *c, const ox_node *n, const char *name, int count,
+                 int64_t def, int64_t *out)
 {
     const int64_t *v;
     int64_t got;
@@ -67,9 +67,9 @@ static int read_window(ox_ctx *c, const ox_node *n, kiln_shape xs,
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "%d spatial dims (Kiln has 1 and 2)", w->nsp),
                -1;
-    if (ints_attr(c, n, "strides", w->nsp, 1, st) ||
-        ints_attr(c, n, "dilations", w->nsp, 1, dl) ||
-        ints_attr(c, n, "pads", 2 * w->nsp, 0, pads) ||
+    if (ox_ints_attr(c, n, "strides", w->nsp, 1, st) ||
+        ox_ints_attr(c, n, "dilations", w->nsp, 1, dl) ||
+        ox_ints_attr(c, n, "pads", 2 * w->nsp, 0, pads) ||
         ox_attr_string(c, n, "auto_pad", "NOTSET", mode, sizeof mode))
         return -1;
     for (int i = 0; i < w->nsp; i++) {
@@ -133,7 +133,8 @@ static int conv_conv(ox_ctx *c, ox_node *n)
     if (ox_attr_int(c, n, "group", 1, &group) ||
         read_window(c, n, kiln_node_shape(x), ws.d + 2, &w))
         return -1;
-    if (ws.ndim != w.nsp + 2 || ints_attr(c, n, "kernel_shape", w.nsp, 1, ks))
+    if (ws.ndim != w.nsp + 2 ||
+        ox_ints_attr(c, n, "kernel_shape", w.nsp, 1, ks))
         return ox_problem(c, n, KILN_ERR_SHAPE, "weight rank"), -1;
     if (group < 1 || group > INT32_MAX)
         return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
@@ -163,8 +164,8 @@ static int conv_pool(ox_ctx *c, ox_node *n)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "%d spatial dims (Kiln has 1 and 2)", nsp),
                -1;
-    if (ints_attr(c, n, "kernel_shape", nsp >= 1 && nsp <= 2 ? nsp : 0, 1,
-                  ks) ||
+    if (ox_ints_attr(c, n, "kernel_shape", nsp >= 1 && nsp <= 2 ? nsp : 0, 1,
+                     ks) ||
         read_window(c, n, xs, ks, &w) ||
         ox_attr_int(c, n, "ceil_mode", 0, &ceil_mode) ||
         ox_attr_int(c, n, "count_include_pad", 0, &cip) ||
@@ -303,8 +304,9 @@ const ox_op ox_nn_ops[] = {
     {NULL, NULL, NULL},
 };
 
-static const ox_op *const tables[] = {ox_math_ops, ox_shape_ops, ox_tensor_ops,
-                                      ox_nn_ops};
+static const ox_op *const tables[] = {ox_math_ops,  ox_shape_ops, ox_tensor_ops,
+                                      ox_nn_ops,    ox_loss_ops,  ox_more_ops,
+                                      ox_resize_ops};
 
 const ox_op *ox_find_op(const char *type)
 {

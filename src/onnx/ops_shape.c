@@ -281,9 +281,7 @@ static kiln_node *known_indices(ox_ctx *c, ox_node *n, const ox_host *h,
     return idx;
 }
 
-/* Indices known only when running may count from the end: i < 0 reads
-   i + dim (in f32, exact for any dim Kiln can index). */
-static kiln_node *wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim)
+kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim)
 {
     kiln_node *f = kiln_cast(c->g, idx, KILN_F32);
     kiln_node *neg = kiln_lt(c->g, f, kiln_scalar(c->g, 0));
@@ -323,7 +321,7 @@ static int conv_gather(ox_ctx *c, ox_node *n)
     if (known && known->i)
         idx = known_indices(c, n, known, s.d[a]);
     else
-        idx = wrap_indices(
+        idx = ox_wrap_indices(
             c, kiln_reshape(c->g, idx, KILN_SHAPE(kiln_shape_numel(is))),
             s.d[a]);
     if (!idx)

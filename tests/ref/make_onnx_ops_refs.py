@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 exports (torch.onnx.export) of the ops issue 13's second
+round imports -- cross_entropy and nll_loss with weights and ignore_index
+(SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss), gather
+(GatherElements), triu (Trilu), conv_transpose2d (ConvTranspose),
+interpolate (Resize, nearest and bilinear) -- into tests/ref/onnx/ops_*.onnx,
+with an input, PyTorch's output and PyTorch's gradient of sum(output) with
+respect to the input (ops_*.txt, the format of make_onnx_models.py: "in x",
+"out y", "out dx").  tests/test_onnx_ops.c checks Kiln's values and
+gradients of the imported graphs against them.  Also writes
+ops_reshape_input.onnx, a Reshape whose shape is a graph input
+(kiln_onnx_options.input_values).
+
+Run: /usr/bin/python3 tests/ref/make_onnx_ops_refs.py  (python3-torch,
+python3-onnx).
+"""
+import os
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper
+from torch import nn
+from torch.nn import functional as F
+
+from make_onnx_models import OUT, save, write_refs
+
+torch.manual_seed(13)
+torch.set_num_threads(1)
+
+
+class Loss(nn.Module):
+    """A loss of x against fixed labels (with ignored ones) and weights."""
+
+    def __init__(self, kind, classes, label_shape, reduction):
+        super().__init__()
+        self.kind, self.reduction = kind, reduction
+        labels = torch.randint(0, classes, label_shape)
+        labels.view(-1)[::3] = 1  # ignored
+        self.register_buffer("labels", labels)
+        self.register_buffer("weight", torch.rand(classes) + 0.5)
+
+    def forward(self, x):
+        if self.kind == "ce":
+            return F.cross_entropy(x, self.labels, weight=self.weight,
+                                   ignore_index=1, reduction=self.reduction)
+        return F.nll_loss(x, self.labels, weight=self.weight, ignore_index=1,
+                          reduction=self.reduction)
+
+
+class Gather(nn.Module):
+    def __init__(self, shape, axis, size):
+        super().__init__()
+        self.axis = axis
+        self.register_buffer("idx", torch.randint(0, size, shape))
+
+    def forward(self, x):
+        return torch.gather(x, self.axis, self.idx)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def models():
+    deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                output_padding=1, groups=2)
+    return [
+        ("ops_sce", Loss("ce", 5, (4, 3), "mean"), (4, 5, 3), 13),
+        ("ops_sce_sum", Loss("ce", 6, (5,), "sum"), (5, 6), 13),
+        ("ops_nll_none", Loss("nll", 5, (3, 2, 2), "none"), (3, 5, 2, 2), 13),
+        ("ops_gather", Gather((3, 2, 4), 1, 5), (3, 5, 4), 13),
+        ("ops_triu", Fn(lambda x: torch.triu(x, 1) + torch.tril(x, -2)),
+         (2, 4, 5), 14),
+        ("ops_deconv", deconv, (2, 4, 5, 6), 13),
+        ("ops_resize", Fn(lambda x: torch.cat([
+            F.interpolate(x, scale_factor=2, mode="nearest"),
+            F.interpolate(x, scale_factor=2, mode="bilinear",
+                          align_corners=False),
+            F.interpolate(x, scale_factor=2, mode="bilinear",
+                          align_corners=True)], 1)), (2, 3, 4, 5), 13),
+    ]
+
+
+def reshape_input():
+    """Y = Reshape(X [2, 3], S): the shape is an input, known only when
+    the loader is given its value."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["X", "S"], ["Y"])], "reshape_input",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("S", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["r", "c"])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                           producer_name="kiln-tests"),
+         "ops_reshape_input")
+
+
+def main():
+    for name, model, shape, opset in models():
+        model.eval()
+        x = torch.randn(shape, requires_grad=True)
+        xin = x
+        if name.startswith("ops_nll"):
+            xin = F.log_softmax(x, 1).detach().requires_grad_()
+        y = model(xin)
+        y.sum().backward()
+        torch.onnx.export(model, xin.detach(),
+                          os.path.join(OUT, name + ".onnx"),
+                          input_names=["x"], output_names=["y"],
+                          opset_version=opset)
+        onnx.checker.check_model(onnx.load(os.path.join(OUT, name + ".onnx")))
+        write_refs(name, [("x", xin.detach().numpy())],
+                   [("y", y.detach().numpy()),
+                    ("dx", xin.grad.numpy().astype(np.float32))])
+    reshape_input()
+
+
+if __name__ == "__main__":
+    main()
