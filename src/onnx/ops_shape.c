@@ -259,6 +259,74 @@ static int conv_slice(ox_ctx *c, ox_node *n)
     return 0;
 }
 
+/* Split: the lengths from input 1 (opset 13) or the attribute 'split'
+   (opset 11); without either, equal parts, one per output. */
+static int conv_split(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    if (ox_attr_int(c, n, "axis", 0, &axis))
+        return -1;
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape s = kiln_node_shape(x);
+    int a = ox_axis(c, n, axis, s.ndim);
+    if (a < 0)
+        return -1;
+    if (s.sym >> a & 1u)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "split along the symbolic dimension %d", a),
+               -1;
+    const int64_t *len = NULL;
+    int64_t cnt = 0, d = s.d[a], each = 0, sum = 0;
+    if (n->n_in > 1 && n->in[1]) {
+        const ox_host *h = ox_known_ints(c, n, 1);
+        if (!h)
+            return -1;
+        len = h->i;
+        cnt = h->numel;
+    } else if (ox_attr_ints(c, n, "split", &len, &cnt)) {
+        return -1;
+    }
+    if (len && cnt != n->n_out)
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "%lld split lengths for %d outputs", (long long)cnt,
+                          n->n_out),
+               -1;
+    for (int64_t k = 0; len && k < cnt; k++) {
+        if (len[k] < 0 || len[k] > d)
+            return ox_problem(c, n, KILN_ERR_ARG,
+                              "split length %lld outside [0, %lld]",
+                              (long long)len[k], (long long)d),
+                   -1;
+        sum += len[k];
+    }
+    if (len && sum != d)
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "split lengths add up to %lld, not dimension %d's "
+                          "%lld",
+                          (long long)sum, a, (long long)d),
+               -1;
+    if (!len && (n->n_out < 1 || d % n->n_out))
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "dimension %d (%lld) does not split into %d equal "
+                          "parts",
+                          a, (long long)d, n->n_out),
+               -1;
+    if (!len)
+        each = d / n->n_out;
+    int64_t start[KILN_MAX_DIMS], stop[KILN_MAX_DIMS], at = 0;
+    for (int k = 0; k < s.ndim; k++) {
+        start[k] = 0;
+        stop[k] = s.d[k];
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        start[a] = at;
+        stop[a] = at += len ? len[k] : each;
+        n->out[k] = kiln_slice(c->g, x, start, stop);
+        n->out_type[k] = ox_in_type(n, 0);
+    }
+    return 0;
+}
+
 /* Known indices: negatives wrapped, then an i32 constant. */
 static kiln_node *known_indices(ox_ctx *c, ox_node *n, const ox_host *h,
                                 int64_t dim)
@@ -379,6 +447,7 @@ const ox_op ox_shape_ops[] = {
     {"Unsqueeze", conv_unsqueeze, "axes"},
     {"Concat", conv_concat, "axis"},
     {"Slice", conv_slice, "starts,ends,axes"},
+    {"Split", conv_split, "axis,split"},
     {"Gather", conv_gather, "axis"},
     {"Shape", conv_shape, "start,end"},
     {"Size", conv_size, ""},
