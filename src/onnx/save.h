@@ -20,6 +20,8 @@ typedef enum sv_kind {
     SV_BATCH_NORM,    /* norm of running statistics (evaluation) */
     SV_INSTANCE_NORM, /* norm with one group per channel */
     SV_LAYER_NORM,    /* norm with one group over the dims from the axis */
+    SV_GROUP_NORM,    /* norm with groups of channels: instance norm of
+                         the input seen as [N, groups, rest] */
 } sv_kind;
 
 /* A node's kind and the Kiln nodes its ONNX form reads. */

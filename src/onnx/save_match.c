@@ -91,6 +91,8 @@ static void match_norm(const kiln_node *n, sv_match *m)
     else if (a.axis == 1 && a.groups == ch && n->shape.ndim >= 3 &&
              st->n_in == 1)
         deps(m, SV_INSTANCE_NORM, in, 3, 1);
+    else if (a.axis == 1 && a.groups > 1 && st->n_in == 1)
+        deps(m, SV_GROUP_NORM, in, 3, 1);
 }
 
 void sv_match_node(const kiln_node *n, sv_match *m)

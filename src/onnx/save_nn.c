@@ -149,8 +149,58 @@ static const char *per_element(sv_ctx *c, const kiln_node *n,
     return e;
 }
 
+/* v [C] as [C, 1, ...] against the dims after the channel's. */
+static const char *per_channel(sv_ctx *c, const kiln_node *n,
+                               const kiln_node *v, const char *what)
+{
+    kiln_shape s = {.ndim = n->shape.ndim - 1};
+    s.d[0] = n->shape.d[1];
+    for (int k = 1; k < s.ndim; k++)
+        s.d[k] = 1;
+    return reshape(c, n, sv_name(c, v), s, what, sv_temp(c, n, what));
+}
+
+/* Group norm as PyTorch exports it: instance norm (unit scale, zero
+   bias) of x seen as [N, G, rest], back to x's shape, then the
+   per-channel affine. */
+static void emit_group_norm(sv_ctx *c, const kiln_node *n, const sv_match *m)
+{
+    int g = n->at.norm.groups;
+    kiln_shape x = n->shape;
+    float *unit = kiln_arena_alloc(&c->arena, 2 * (size_t)g * sizeof *unit);
+    if (!unit) {
+        sv_problem(c, KILN_ERR_MEMORY, "out of memory");
+        return;
+    }
+    for (int k = 0; k < g; k++)
+        unit[k] = 1;
+    int64_t grouped[3] = {0, g, -1}, back[KILN_MAX_DIMS] = {0};
+    for (int k = 1; k < x.ndim; k++)
+        back[k] = x.d[k];
+    if (x.sym & ~1u)
+        sv_node_problem(c, n, "a symbolic dim after the batch");
+    const char *in[3] = {
+        sv_temp(c, n, "grouped"),
+        sv_init(c, "unit_scale", OX_FLOAT, KILN_SHAPE(g), unit),
+        sv_init(c, "zero_bias", OX_FLOAT, KILN_SHAPE(g), unit + g)};
+    sv_op2(c, "Reshape", sv_name(c, m->dep[0]),
+           sv_ints(c, n, "groups", grouped, 3), in[0]);
+    const char *normed = sv_temp(c, n, "normed"), *y = sv_temp(c, n, "y");
+    sv_attr_float(c, sv_op(c, "InstanceNormalization", in, 3, normed),
+                  "epsilon", n->at.norm.eps);
+    sv_op2(c, "Reshape", normed, sv_ints(c, n, "shape", back, x.ndim), y);
+    const char *scaled = sv_temp(c, n, "scaled");
+    sv_op2(c, "Mul", y, per_channel(c, n, m->dep[1], "weight"), scaled);
+    sv_op2(c, "Add", scaled, per_channel(c, n, m->dep[2], "bias"),
+           sv_name(c, n));
+}
+
 void sv_emit_norm(sv_ctx *c, const kiln_node *n, const sv_match *m)
 {
+    if (m->kind == SV_GROUP_NORM) {
+        emit_group_norm(c, n, m);
+        return;
+    }
     const char *in[5];
     for (int k = 0; k < m->n_dep; k++)
         in[k] = sv_name(c, m->dep[k]);

@@ -318,8 +318,8 @@ void sv_emit(sv_ctx *c, const kiln_node *n)
         return;
     case SV_UNSUPPORTED:
         sv_node_problem(c, n,
-                        "only batch norm with running statistics, layer norm "
-                        "and instance norm have an ONNX opset 17 form");
+                        "batch norm without running statistics (or statistics "
+                        "of another tensor) has no ONNX opset 17 form");
         return;
     default:
         sv_emit_norm(c, n, m);
