@@ -404,6 +404,23 @@ static void test_checker(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Past what the message holds, the count of the nodes left out. */
+static void test_many_unsupported(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *h = kiln_input(g, "X", KILN_F32, KILN_SHAPE(4));
+    for (int k = 0; k < 40; k++)
+        h = kiln_log1p(g, h);
+    assert_int_equal(kiln_onnx_save(g, NULL, &h, 1, NULL, tmp_path("x.onnx")),
+                     KILN_ERR_UNSUPPORTED);
+    assert_error_has("%1 (log1p)");
+    assert_error_has("%11 (log1p): no ONNX opset 17 equivalent (and 29 more)");
+    assert_true(strlen(kiln_last_error()) < 512);
+    assert_int_not_equal(access(tmp_path("x.onnx"), F_OK), 0);
+    kiln_graph_free(g);
+}
+
 /* A graph whose nodes Kiln cannot write: every one is named in the
    message, nothing is written, and an existing file stays as it was. */
 static void test_unsupported(void **state)
@@ -422,6 +439,7 @@ static void test_unsupported(void **state)
     fclose(f);
     assert_int_equal(kiln_onnx_save(g, NULL, &c, 1, NULL, path),
                      KILN_ERR_UNSUPPORTED);
+    print_message("%s\n", kiln_last_error());
     assert_error_has("kiln_onnx_save");
     assert_error_has("log1p 'soft'");
     assert_error_has("one_hot");
@@ -496,7 +514,11 @@ static void test_variable_values(void **state)
         kiln_variable(g, "w", KILN_F32, KILN_SHAPE(3), kiln_init_uniform(0, 1));
     kiln_node *b =
         kiln_variable(g, "b", KILN_F32, KILN_SHAPE(3), kiln_init_value(0.25));
-    kiln_node *y = kiln_add(g, kiln_mul(g, x, w), b), *yb = kiln_add(g, x, b);
+    /* a second node of b: the same variable, one initializer */
+    kiln_node *b2 =
+        kiln_variable(g, "b", KILN_F32, KILN_SHAPE(3), kiln_init_value(0.25));
+    kiln_node *y = kiln_add(g, kiln_mul(g, x, w), b),
+              *yb = kiln_add(g, kiln_add(g, x, b), b2);
     const char *path = tmp_path("vars.onnx");
     assert_int_equal(kiln_onnx_save(g, NULL, &y, 1, NULL, path),
                      KILN_ERR_UNSUPPORTED);
@@ -523,6 +545,15 @@ static void test_variable_values(void **state)
     run_outputs(s2, g2, kiln_onnx_input(m, 0), &o, 1, in, out);
     for (int i = 0; i < 6; i++)
         assert_float_equal(kiln_tensor_f32(out[0])[i], 2.0f * i + 0.25f, 0);
+    assert_int_equal(kiln_onnx_save(g, s, &yb, 1, NULL, path), KILN_OK);
+    expect_ops(path, "Add");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_int_equal(kiln_onnx_info(path, f), KILN_OK);
+    fclose(f);
+    assert_has(text, "parameters: 3 in 1 initializers");
+    free(text);
     kiln_tensor_free(out[0]);
     kiln_tensor_free(in);
     kiln_onnx_free(m);
@@ -542,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_checker),
         cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_many_unsupported),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_variable_values),
     };
