@@ -404,6 +404,88 @@ static void test_checker(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* f32 or i32 values of t, raw, to tmp_dir/name. */
+static void write_raw(const char *name, const kiln_tensor *t)
+{
+    FILE *f = fopen(tmp_path(name), "wb");
+    assert_non_null(f);
+    assert_int_equal(
+        fwrite(kiln_tensor_data(t), 4, (size_t)kiln_tensor_numel(t), f),
+        kiln_tensor_numel(t));
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The model b builds, its input and Kiln's outputs, as
+   tests/onnx_save_ort.js reads them. */
+static void write_for_ort(builder b, const char *name)
+{
+    model m;
+    kiln_tensor *x, *out[MAX_OUT];
+    char file[64];
+    build(b, &m, &x);
+    run_outputs(m.s, m.g, m.x, m.out, m.n_out, x, out);
+    snprintf(file, sizeof file, "%s.onnx", name);
+    save_ok(&m, tmp_path(file));
+    snprintf(file, sizeof file, "%s.x.bin", name);
+    write_raw(file, x);
+    snprintf(file, sizeof file, "%s.meta", name);
+    FILE *f = fopen(tmp_path(file), "w");
+    assert_non_null(f);
+    kiln_shape xs = kiln_tensor_shape(x);
+    for (int d = 0; d < xs.ndim; d++)
+        fprintf(f, "%lld ", (long long)xs.d[d]);
+    for (int k = 0; k < m.n_out; k++) {
+        fprintf(f, "\n%d", kiln_tensor_dtype(out[k]) == KILN_I32);
+        snprintf(file, sizeof file, "%s.out%d.bin", name, k);
+        write_raw(file, out[k]);
+        kiln_tensor_free(out[k]);
+    }
+    fprintf(f, "\n");
+    assert_int_equal(fclose(f), 0);
+    kiln_tensor_free(x);
+    model_free(&m);
+}
+
+/* ONNX Runtime (npm's onnxruntime-node, as bench/ort installs it, or the
+   folder KILN_ONNXRUNTIME_NODE names) runs the exported models and agrees
+   with Kiln within 1e-5: a reading of the files independent of Kiln's
+   importer. */
+static void test_onnx_runtime(void **state)
+{
+    (void)state;
+    const char *mod = getenv("KILN_ONNXRUNTIME_NODE");
+    char def[512], cmd[2048];
+    snprintf(def, sizeof def, "%s/bench/ort/node_modules/onnxruntime-node",
+             KILN_SOURCE_DIR);
+    if (!mod || !*mod)
+        mod = def;
+    snprintf(cmd, sizeof cmd,
+             "node -e 'require(process.argv[1])' '%s' "
+             ">/dev/null 2>&1",
+             mod);
+    if (system(cmd) != 0) {
+        print_message("skipped: node cannot load %s (npm install "
+                      "--ignore-scripts in bench/ort, or set "
+                      "KILN_ONNXRUNTIME_NODE)\n",
+                      mod);
+        skip();
+    }
+    static const builder builders[] = {build_mlp,  build_cnn,   build_resblock,
+                                       build_misc, build_norms, build_scans};
+    static const char *const names[] = {"o_mlp",  "o_cnn",   "o_res",
+                                        "o_misc", "o_norms", "o_scans"};
+    int len = snprintf(cmd, sizeof cmd,
+                       "node '%s/tests/onnx_save_ort.js' "
+                       "'%s' '%s'",
+                       KILN_SOURCE_DIR, mod, tmp_dir);
+    for (int k = 0; k < 6; k++) {
+        write_for_ort(builders[k], names[k]);
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s", names[k]);
+    }
+    assert_true(len < (int)sizeof cmd);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Past what the message holds, the count of the nodes left out. */
 static void test_many_unsupported(void **state)
 {
@@ -572,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_misc),
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_checker),
+        cmocka_unit_test(test_onnx_runtime),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_many_unsupported),
         cmocka_unit_test(test_bad_arguments),

@@ -111,6 +111,11 @@ static int parse_flag(const char *a, const char *v, char_lm_options *o)
         return o->corpus = v, 0;
     if (!strcmp(a, "--prompt"))
         return o->prompt = v, 0;
+    /* a checkpoint under an .onnx name would mislead kiln info and run */
+    if (!strcmp(a, "--save") && strlen(v) >= 5 &&
+        !strcmp(v + strlen(v) - 5, ".onnx"))
+        return kiln_tool_fail("--save: the transformer saves .npz checkpoints "
+                              "(ONNX export is for --model mlp and cnn)");
     if (!strcmp(a, "--save"))
         return o->save = v, 0;
     if (!strcmp(a, "--model"))

@@ -3,8 +3,9 @@
 # on the first 300 training and 100 test images of MNIST): kiln info reads
 # the inference graph (opset 17, X [batch,784] -> logits [batch,10], the
 # ops of each model), kiln run computes logits from an .npy input, and
-# onnx.checker accepts both files when /usr/bin/python3 has onnx.  Needs
-# data/mnist.
+# onnx.checker accepts both files when /usr/bin/python3 has onnx; a .onnx
+# path that cannot be written, or given to the transformer, is refused
+# before training.  Needs data/mnist.
 kiln="$1/kiln"
 cd "$2" || exit 1
 tmp=$(mktemp -d) || exit 1
@@ -54,6 +55,23 @@ for f in m.onnx c.onnx; do
     "$kiln" info "$tmp/y.npz" >"$tmp/y" || fails=$((fails + 1))
     expect "logits  *f32  *\[2,10\]" "$tmp/y"
 done
+# Mistakes: one "kiln: ..." line, status 1, before any training.
+expect_fail() { # pattern, command...
+    pat=$1
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 1 ] || ! grep -q -- "$pat" "$tmp/err" ||
+        grep -q '^epoch' "$tmp/out"; then
+        echo "FAIL ($rc): $*"
+        cat "$tmp/err"
+        fails=$((fails + 1))
+    fi
+}
+expect_fail "^kiln: --save: .*does not exist" "$kiln" train --data \
+    "$tmp/data" --steps 1 --save "$tmp/no/such/dir/m.onnx"
+expect_fail "ONNX export is for --model mlp and cnn" "$kiln" train \
+    --model transformer --save "$tmp/t.onnx"
 if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
     /usr/bin/python3 -c 'import onnx, sys
 for p in sys.argv[1:]:
