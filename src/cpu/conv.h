@@ -37,6 +37,28 @@ void kiln_conv_direct_wgrad(const kiln_conv_geom *g, const float *x,
                             const float *dy, float *acc, int first,
                             float *scratch);
 
+/* The direct kernels of many channels (cpu/conv_rows.c): whether they take
+   g (2-D, one group, unit stride and dilation, padding under the kernel,
+   8 or more channels each side, rows of 8 or more, AVX-512 present), the
+   floats shared by a call (the packed weights of conv and
+   conv_transpose, which kiln_conv_rows_pack writes from w) and the
+   floats each image's scratch needs.  kiln_conv_rows_image runs one image
+   of conv (bias NULL: none) or conv_transpose: out from a (x or dy);
+   kiln_conv_rows_wgrad adds one image's weight gradient into its scratch
+   (first: written) and on the last image writes acc [o, c * taps].
+   split: the image's blocks go over the pool. */
+int kiln_conv_rows_ok(const kiln_conv_geom *g);
+int64_t kiln_conv_rows_shared_floats(const kiln_conv_geom *g, kiln_op op);
+int64_t kiln_conv_rows_floats(const kiln_conv_geom *g, kiln_op op);
+void kiln_conv_rows_pack(const kiln_conv_geom *g, kiln_op op, const float *w,
+                         float *wp);
+void kiln_conv_rows_image(const kiln_conv_geom *g, kiln_op op, const float *a,
+                          const float *wp, const float *bias, int relu,
+                          float *out, float *scratch, int split);
+void kiln_conv_rows_wgrad(const kiln_conv_geom *g, const float *x,
+                          const float *dy, float *acc, int first, int last,
+                          float *scratch, int split);
+
 void kiln_ref_CONV(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_WGRAD(const kiln_node *n, void *out, void *const *in);

@@ -13,13 +13,14 @@
 #include <string.h>
 
 #include "cpu/conv.h"
+#include "cpu/conv_simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#ifdef KILN_CONV_AVX512
 #define DIRECT_AVX512 1
-#endif
-
+enum { VEC = KILN_CONV_VEC, SPAN = 2 * VEC, CH = KILN_CONV_CH };
+#else
 enum { VEC = 16, SPAN = 2 * VEC, CH = 8 };
+#endif
 
 int kiln_conv_direct_ok(const kiln_conv_geom *g)
 {
@@ -66,15 +67,6 @@ static void pad_plane(const kiln_conv_geom *g, const float *x, float *p)
 }
 
 #ifdef DIRECT_AVX512
-/* Lanes [from, from + VEC) of a row n wide that lie inside it. */
-static __mmask16 lanes(int64_t from, int64_t n)
-{
-    int64_t k = n - from;
-    return k >= VEC ? (__mmask16)0xffff
-           : k <= 0 ? 0
-                    : (__mmask16)((1u << k) - 1);
-}
-
 typedef struct fwd_block {
     const float *p, *wp, *bias; /* wp: [taps][CH] of this channel block */
     float *y;                   /* the block's first channel */
@@ -82,80 +74,36 @@ typedef struct fwd_block {
     int relu;
 } fwd_block;
 
-/* max(v, 0) but NaN and -0 kept, as kiln_s_relu */
-__attribute__((target("avx512f"))) static __m512 relu_of(__m512 v)
-{
-    __m512 z = _mm512_setzero_ps();
-    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, z, _CMP_LT_OQ), z);
-}
-
-/* The sums live in named variables: GCC keeps an array of vectors in
-   memory (a store per update) whenever any loop indexes it. */
-#define Z _mm512_setzero_ps()
-/* forward: channel c's two vectors of outputs */
-#define F_DECL(c) __m512 a##c##0 = Z, a##c##1 = Z
-#define F_FMA(c)                                                               \
-    do {                                                                       \
-        __m512 w = _mm512_set1_ps(wp[c]);                                      \
-        a##c##0 = _mm512_fmadd_ps(w, v0, a##c##0);                             \
-        a##c##1 = _mm512_fmadd_ps(w, v1, a##c##1);                             \
-    } while (0)
-#define F_OUT(c) out[c][0] = a##c##0, out[c][1] = a##c##1
-
 /* Outputs [x0, x0 + SPAN) of row r of the block's channels. */
 __attribute__((target("avx512f"))) static void
 fwd_span(const kiln_conv_geom *g, const fwd_block *k, int64_t r, int64_t x0)
 {
-    F_DECL(0);
-    F_DECL(1);
-    F_DECL(2);
-    F_DECL(3);
-    F_DECL(4);
-    F_DECL(5);
-    F_DECL(6);
-    F_DECL(7);
+    KILN_CONV_DECL8;
     const float *wp = k->wp;
     for (int64_t a = 0; a < g->k[0]; a++) {
         const float *src = k->p + (r + a) * k->pw + x0;
         for (int64_t b = 0; b < g->k[1]; b++, wp += CH) {
             __m512 v0 = _mm512_loadu_ps(src + b),
                    v1 = _mm512_loadu_ps(src + b + VEC);
-            F_FMA(0);
-            F_FMA(1);
-            F_FMA(2);
-            F_FMA(3);
-            F_FMA(4);
-            F_FMA(5);
-            F_FMA(6);
-            F_FMA(7);
+            KILN_CONV_FMA8;
         }
     }
     __m512 out[CH][2];
-    F_OUT(0);
-    F_OUT(1);
-    F_OUT(2);
-    F_OUT(3);
-    F_OUT(4);
-    F_OUT(5);
-    F_OUT(6);
-    F_OUT(7);
-    __mmask16 m0 = lanes(x0, g->out[1]), m1 = lanes(x0 + VEC, g->out[1]);
-    for (int64_t c = 0; c < k->nch; c++) {
-        __m512 b = _mm512_set1_ps(k->bias ? k->bias[c] : 0.0f);
-        __m512 v0 = _mm512_add_ps(out[c][0], b),
-               v1 = _mm512_add_ps(out[c][1], b);
-        if (k->relu) {
-            v0 = relu_of(v0);
-            v1 = relu_of(v1);
-        }
-        float *y = k->y + c * k->osz + r * g->out[1] + x0;
-        _mm512_mask_storeu_ps(y, m0, v0);
-        _mm512_mask_storeu_ps(y + VEC, m1, v1);
-    }
+    KILN_CONV_OUT8(out);
+    int64_t at = r * g->out[1] + x0;
+    kiln_conv_store st = {
+        k->y,
+        k->bias,
+        k->osz,
+        k->nch,
+        {at, at + VEC},
+        {kiln_conv_lanes(x0, g->out[1]), kiln_conv_lanes(x0 + VEC, g->out[1])},
+        k->relu};
+    kiln_conv_store_block(&st, out);
 }
 
 /* weight gradient: channel c's sums of taps 0 to 3 */
-#define W_DECL(c) __m512 s##c##0 = Z, s##c##1 = Z, s##c##2 = Z, s##c##3 = Z
+#define W_DECL(c) KILN_CONV_ZERO4(s##c)
 #define W_FMA(c)                                                               \
     do {                                                                       \
         __m512 u = _mm512_maskz_loadu_ps(m, d[c] + at);                        \
@@ -194,7 +142,7 @@ wgrad_block(const kiln_conv_geom *g, const float *p, int64_t pw,
     W_DECL(3);
     for (int64_t r = 0; r < g->out[0]; r++)
         for (int64_t x0 = 0; x0 < w; x0 += VEC) {
-            __mmask16 m = lanes(x0, w);
+            __mmask16 m = kiln_conv_lanes(x0, w);
             const float *src = p + r * pw + x0;
             int64_t at = r * w + x0;
             __m512 v0 = _mm512_loadu_ps(src + off[0]),

@@ -21,7 +21,9 @@
    - strided (any other): a row of the columns is built output row by
      output row.
    A 2-D convolution of one input channel (and its weight gradient) runs
-   no product at all where AVX-512 is there: cpu/conv_direct.c.
+   no product at all where AVX-512 is there: cpu/conv_direct.c; nor do
+   2-D stride-1 convolutions of 8 or more channels: cpu/conv_rows.c (all
+   three ops, its packed weights shared by the slots ahead of them).
 
    Scratch.  The buffers live in scratch memory the caller hands the kernel
    (the memory planner places it in a compiled function's block, the
@@ -40,18 +42,19 @@
 #include "cpu/threads.h"
 
 enum { SLOTS = 8 };
-enum { DIRECT, FLAT, STRIDED, SINGLE };
+enum { DIRECT, FLAT, STRIDED, SINGLE, ROWS };
 
 typedef struct conv_job {
     const kiln_node *node;
     kiln_conv_geom g;
-    int how;                             /* DIRECT, FLAT, STRIDED, SINGLE */
+    int how; /* DIRECT, FLAT, STRIDED, SINGLE, ROWS */
     int64_t cg, og, ksz, isz, osz, rows; /* rows: cg * ksz */
     int64_t pdim[3], plane;              /* FLAT: the padded input */
     int64_t cols; /* columns of the product: osz, or FLAT's numbering */
     /* floats per slot: padded input, columns, spread output, partial dw */
     int64_t n_pad, n_col, n_out, n_acc, per_slot, slots;
-    int split; /* fewer slots than threads: the products use the pool */
+    int64_t n_shared; /* ROWS: packed weights, ahead of the slots */
+    int split;        /* fewer slots than threads: the products use the pool */
     const float *a, *b; /* the op's two inputs */
     const float *bias;  /* conv's fused bias, or NULL */
     float *out, *scratch;
@@ -75,7 +78,13 @@ static void layout(conv_job *j)
     }
     if (j->how == SINGLE)
         j->n_pad = kiln_conv_direct_floats(g);
-    j->n_col = j->how == DIRECT || j->how == SINGLE ? 0 : j->rows * j->cols;
+    if (j->how == ROWS) {
+        j->n_pad = kiln_conv_rows_floats(g, j->node->op);
+        j->n_shared = kiln_conv_rows_shared_floats(g, j->node->op);
+    }
+    j->n_col = j->how == DIRECT || j->how == SINGLE || j->how == ROWS
+                   ? 0
+                   : j->rows * j->cols;
     j->n_acc = j->node->op == KILN_OP_CONV_WGRAD ? g->o * j->rows : 0;
     j->per_slot = j->n_pad + j->n_col + j->n_out + j->n_acc;
 }
@@ -105,6 +114,8 @@ static conv_job job_of(const kiln_node *n)
                                     : STRIDED;
     if (n->op != KILN_OP_CONV_TRANSPOSE && kiln_conv_direct_ok(g))
         j.how = SINGLE;
+    if (kiln_conv_rows_ok(g))
+        j.how = ROWS;
     j.slots = g->n < SLOTS ? g->n : SLOTS;
     layout(&j);
     return j;
@@ -113,7 +124,7 @@ static conv_job job_of(const kiln_node *n)
 size_t kiln_conv_scratch_bytes(const kiln_node *n)
 {
     conv_job j = job_of(n);
-    return (size_t)(j.slots * j.per_slot) * sizeof(float);
+    return (size_t)(j.n_shared + j.slots * j.per_slot) * sizeof(float);
 }
 
 /* ------------------------------------------------------------ flat */
@@ -364,6 +375,13 @@ static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
     const float *x = j->a + (i * j->g.c + k * j->cg) * j->isz;
     const float *w = j->b + k * j->og * j->rows;
     float *y = j->out + (i * j->g.o + k * j->og) * j->osz;
+    if (j->how == ROWS) {
+        kiln_conv_rows_image(&j->g, KILN_OP_CONV, x, j->scratch,
+                             j->node->n_in > 2 ? j->bias : NULL,
+                             j->node->at.win.flags & KILN_WINDOW_RELU, y,
+                             s->pad, j->split);
+        return;
+    }
     if (j->how == SINGLE) {
         kiln_conv_direct_fwd(&j->g, x, w, j->node->n_in > 2 ? j->bias : NULL,
                              j->node->at.win.flags & KILN_WINDOW_RELU, y,
@@ -389,6 +407,11 @@ static void input_grad_one(const conv_job *j, int64_t i, int64_t k,
     const float *dy = dy_of(j, j->a + (i * j->g.o + k * j->og) * j->osz, s);
     const float *w = j->b + k * j->og * j->rows;
     float *dx = j->out + (i * j->g.c + k * j->cg) * j->isz;
+    if (j->how == ROWS) {
+        kiln_conv_rows_image(&j->g, KILN_OP_CONV_TRANSPOSE, dy, j->scratch,
+                             NULL, 0, dx, s->pad, j->split);
+        return;
+    }
     float *col = j->how == DIRECT ? dx : s->col;
     product(j, 1, 0, j->rows, j->cols, j->og, w, dy, 0.0f, col);
     if (j->how == STRIDED) {
@@ -402,11 +425,17 @@ static void input_grad_one(const conv_job *j, int64_t i, int64_t k,
     }
 }
 
-/* first: the slot's partial sum is written, not added to */
+/* first: the slot's partial sum is written, not added to; last: the
+   slot's last image */
 static void weight_grad_one(const conv_job *j, int64_t i, int64_t k,
-                            const slot *s, int first)
+                            const slot *s, int first, int last)
 {
     const float *x = j->a + (i * j->g.c + k * j->cg) * j->isz;
+    if (j->how == ROWS) {
+        kiln_conv_rows_wgrad(&j->g, x, j->b + i * j->g.o * j->osz, s->acc,
+                             first, last, s->pad, j->split);
+        return;
+    }
     if (j->how == SINGLE) {
         kiln_conv_direct_wgrad(&j->g, x, j->b + i * j->g.o * j->osz, s->acc,
                                first, s->pad);
@@ -423,7 +452,7 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_job *j = ctx;
     for (int64_t si = lo; si < hi; si++) {
-        float *base = j->scratch + si * j->per_slot;
+        float *base = j->scratch + j->n_shared + si * j->per_slot;
         slot s = {base, base + j->n_pad, base + j->n_pad + j->n_col,
                   base + j->n_pad + j->n_col + j->n_out};
         int64_t i0 = si * j->g.n / j->slots, i1 = (si + 1) * j->g.n / j->slots;
@@ -434,7 +463,7 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi)
                 else if (j->node->op == KILN_OP_CONV_TRANSPOSE)
                     input_grad_one(j, i, k, &s);
                 else
-                    weight_grad_one(j, i, k, &s, i == i0);
+                    weight_grad_one(j, i, k, &s, i == i0, i == i1 - 1);
             }
     }
 }
@@ -449,6 +478,8 @@ static conv_job run(const kiln_node *n, void *out, void *const *in,
     j.out = out;
     j.scratch = scratch;
     j.split = j.slots < kiln_cpu_threads();
+    if (j.n_shared && j.slots > 0)
+        kiln_conv_rows_pack(&j.g, n->op, j.b, j.scratch);
     int64_t per_image = j.g.o * j.rows * j.cols;
     if (j.slots > 0)
         kiln_par_for(j.slots, per_image * (j.g.n / j.slots), run_slots, &j);
@@ -475,7 +506,8 @@ void kiln_fast_CONV_WGRAD(const kiln_node *n, void *out, void *const *in,
     float *o = out;
     memset(o, 0, (size_t)j.n_acc * sizeof(float));
     for (int64_t s = 0; s < j.slots; s++) {
-        const float *acc = j.scratch + s * j.per_slot + j.per_slot - j.n_acc;
+        const float *acc =
+            j.scratch + j.n_shared + (s + 1) * j.per_slot - j.n_acc;
         for (int64_t e = 0; e < j.n_acc; e++)
             o[e] += acc[e];
     }
