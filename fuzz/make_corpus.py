@@ -226,6 +226,43 @@ SESSION = {
 }
 
 
+# ------------------------------------------------------------------ onnx
+# Copies, not generated: the importer's own test models (tests/ref/onnx,
+# those under 64 KiB) and a few of Debian's libonnx-testdata models that
+# carry initializers, Constants and the window and shape ops.
+
+ONNX_REF = os.path.join(os.path.dirname(ROOT), "..", "tests", "ref", "onnx")
+ONNX_TESTDATA = "/usr/share/libonnx-testdata/data"
+ONNX_PICKS = [
+    "node/test_conv_with_strides_padding", "node/test_maxpool_2d_pads",
+    "node/test_averagepool_2d_same_upper", "node/test_batchnorm_example",
+    "node/test_gemm_default_single_elem_vector_bias", "node/test_slice",
+    "node/test_gather_0", "node/test_concat_3d_axis_1",
+    "node/test_constantofshape_int_zeros", "node/test_expand_dim_changed",
+    "node/test_layer_normalization_2d_axis0", "node/test_tile",
+    "node/test_range_float_type_positive_delta", "node/test_where_example",
+    "node/test_split_equal_parts_1d", "node/test_einsum_batch_matmul",
+    "pytorch-converted/test_PReLU_2d_multiparam",
+    "pytorch-converted/test_ReflectionPad2d",
+    "pytorch-operator/test_operator_chunk",
+    "pytorch-operator/test_operator_reduced_mean_keepdim",
+    "simple/test_expand_shape_model4",
+]
+
+
+def copy_onnx():
+    for name in sorted(os.listdir(ONNX_REF)):
+        path = os.path.join(ONNX_REF, name)
+        if name.endswith(".onnx") and os.path.getsize(path) < 65536:
+            with open(path, "rb") as f:
+                put("onnx", name[:-5], f.read())
+    for pick in ONNX_PICKS:
+        path = os.path.join(ONNX_TESTDATA, pick, "model.onnx")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                put("onnx", os.path.basename(pick), f.read())
+
+
 def main():
     if os.path.isdir(ROOT):
         shutil.rmtree(ROOT)
@@ -237,6 +274,7 @@ def main():
             if reader == "bin":  # the harness's mode byte: 0 fixes CRCs
                 data = bytes([name == "bad_crc"]) + data
             put(reader, name, data)
+    copy_onnx()
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ static inline uint32_t vm_f_to_bits(float f)
 static inline float vm_expf(float x)
 {
     const float hi = 88.72283935546875f, lo = -103.97208f;
-    float xc = x > hi ? hi : x < lo ? lo : x;
+    /* NaN is clamped too (to 0): converting it to an integer below is
+       undefined; the result is x itself anyway. */
+    float xc = x > hi ? hi : x < lo ? lo : x == x ? x : 0.0f;
     float n = rintf(xc * 1.44269504088896341f);
     float r = xc - n * 0.693145751953125f;
     r = r - n * 1.428606765330187045e-06f;

@@ -360,7 +360,7 @@ kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim)
 /* Gather of a known vector at known indices (shape arithmetic). */
 static void gather_known(ox_node *n, const ox_host *idx)
 {
-    const ox_host *d = n->in[0]->known;
+    const ox_host *d = n->in[0] ? n->in[0]->known : NULL;
     int64_t v[64];
     if (!d || !d->i || d->shape.ndim != 1 || !idx || idx->numel > 64)
         return;
@@ -378,6 +378,9 @@ static int conv_gather(ox_ctx *c, ox_node *n)
     int64_t axis;
     kiln_node *x = ox_in(c, n, 0), *idx = ox_in(c, n, 1);
     kiln_shape s = kiln_node_shape(x), is = kiln_node_shape(idx), out = {0};
+    if (!x || !idx)
+        return ox_problem(c, n, KILN_ERR_IO, "data and indices are required"),
+               -1;
     if (ox_attr_int(c, n, "axis", 0, &axis))
         return -1;
     int a = ox_axis(c, n, axis, s.ndim);

@@ -170,7 +170,7 @@ static int conv_cast(ox_ctx *c, ox_node *n)
         x = kiln_sub(c->g, kiln_scalar(c->g, 1), z);
     }
     ox_out(c, n, x, (int)to);
-    const ox_host *k = n->in[0]->known;
+    const ox_host *k = n->in[0] ? n->in[0]->known : NULL;
     if (k && k->i && to != OX_FLOAT && to != OX_DOUBLE && to != OX_BOOL)
         n->out_known[0] = ox_host_ints(k->shape, k->i);
     return 0;

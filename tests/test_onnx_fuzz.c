@@ -1,0 +1,107 @@
+/* Models the ONNX fuzzer (fuzz/fuzz_onnx.c) found crashing, kept as
+   hostile-file regression cases (tests/ref/onnx/fuzz_*.onnx, the
+   fuzzer's inputs as found): each is refused with the message stated, or
+   loads and runs on zero inputs, compiled and dynamically, to the outputs
+   stated.  The sanitizer build catches the reads and undefined behaviour
+   the fixes removed. */
+#include "test_helpers.h"
+
+#define ONNX_DIR KILN_TEST_REF_DIR "/onnx/"
+#define MAX_IO 4
+
+/* What the run on zero inputs must give. */
+typedef enum { ALL_NAN } expect_out;
+
+typedef struct fuzz_case {
+    const char *name;
+    kiln_status load; /* kiln_onnx_load's status */
+    const char *part; /* in its message, when it fails */
+    expect_out out;   /* when it loads */
+} fuzz_case;
+
+static const fuzz_case cases[] = {
+    /* A NaN weight reaches Softmax: the fast exp converted NaN to an
+       integer (undefined; UBSan in vmath.h). */
+    {"fuzz_softmax_nan", KILN_OK, NULL, ALL_NAN},
+    /* Gather given one input read the missing indices' known values. */
+    {"fuzz_gather_one_input", KILN_ERR_IO,
+     "node 'gather' (Gather): data and indices are required", ALL_NAN},
+};
+
+static void check_out(const fuzz_case *c, const kiln_tensor *t)
+{
+    const float *v = kiln_tensor_f32(t);
+    assert_non_null(v);
+    assert_true(kiln_tensor_numel(t) > 0);
+    for (int64_t i = 0; i < kiln_tensor_numel(t); i++)
+        if (c->out == ALL_NAN && v[i] == v[i])
+            fail_msg("%s: output %lld is %g, not NaN", c->name, (long long)i,
+                     (double)v[i]);
+}
+
+/* Runs the loaded model on zero inputs both ways and checks the outputs. */
+static void run_zeros(const fuzz_case *c, kiln_graph *g, kiln_onnx_model *m)
+{
+    int n_in = kiln_onnx_num_inputs(m), n_out = kiln_onnx_num_outputs(m);
+    assert_true(n_in <= MAX_IO && n_out <= MAX_IO);
+    kiln_node *ins[MAX_IO], *outs[MAX_IO];
+    kiln_tensor *in[MAX_IO], *out[MAX_IO];
+    kiln_session *s = kiln_session_new(NULL);
+    for (int k = 0; k < n_in; k++) {
+        ins[k] = kiln_onnx_input(m, k);
+        in[k] =
+            kiln_tensor_new(kiln_node_dtype(ins[k]), kiln_node_shape(ins[k]));
+        assert_int_equal(kiln_feed(s, ins[k], in[k]), KILN_OK);
+    }
+    for (int k = 0; k < n_out; k++)
+        outs[k] = kiln_onnx_output(m, k);
+    kiln_function *f = kiln_compile(s, g, outs, n_out, ins, n_in);
+    if (!f)
+        fail_msg("%s: %s", c->name, kiln_session_error(s));
+    for (int k = 0; k < n_out; k++)
+        out[k] = kiln_function_new_output(f, k);
+    assert_int_equal(kiln_run(f, in, out), KILN_OK);
+    assert_int_equal(kiln_forward(s, g), KILN_OK);
+    for (int k = 0; k < n_out; k++) {
+        check_out(c, out[k]);
+        kiln_tensor *v = kiln_node_value(s, outs[k]);
+        check_out(c, v);
+        kiln_tensor_free(v);
+        kiln_tensor_free(out[k]);
+    }
+    for (int k = 0; k < n_in; k++)
+        kiln_tensor_free(in[k]);
+    kiln_session_free(s);
+}
+
+static void test_fuzz_cases(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const fuzz_case *c = &cases[k];
+        char path[512];
+        snprintf(path, sizeof path, ONNX_DIR "%s.onnx", c->name);
+        kiln_graph *g = kiln_graph_new();
+        kiln_onnx_model *m = NULL;
+        kiln_status st = kiln_onnx_load(g, path, NULL, &m);
+        assert_non_null(m);
+        if (st != c->load)
+            fail_msg("%s: status %d, want %d: %s", c->name, st, c->load,
+                     kiln_onnx_error(m));
+        if (st == KILN_OK)
+            run_zeros(c, g, m);
+        else if (!c->part || !strstr(kiln_onnx_error(m), c->part))
+            fail_msg("%s: '%s' lacks '%s'", c->name, kiln_onnx_error(m),
+                     c->part);
+        kiln_onnx_free(m);
+        kiln_graph_free(g);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fuzz_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
