@@ -222,6 +222,26 @@ static void emit_topk(sv_ctx *c, const kiln_node *n)
     cast(c, idx, OX_INT32, sv_name(c, n));
 }
 
+/* rms_norm: x / sqrt(mean(x^2 over its axes) + eps); ONNX has no
+   RMSNormalization before opset 23. */
+static void emit_rms_norm(sv_ctx *c, const kiln_node *n)
+{
+    int64_t axes[KILN_MAX_DIMS];
+    float eps = n->at.value;
+    const char *x = sv_name(c, n->in[0]), *sq = sv_temp(c, n, "square");
+    const char *ms = sv_temp(c, n, "mean_square"), *d = sv_temp(c, n, "rms");
+    sv_op2(c, "Mul", x, x, sq);
+    int count = mask_axes(n->at.axes, axes);
+    Onnx__NodeProto *p = sv_op1(c, "ReduceMean", sq, ms);
+    sv_attr_ints(c, p, "axes", axes, count);
+    sv_attr_int(c, p, "keepdims", 1);
+    const char *shifted = sv_temp(c, n, "shifted");
+    sv_op2(c, "Add", ms, sv_init(c, "eps", OX_FLOAT, KILN_SCALAR, &eps),
+           shifted);
+    sv_op1(c, "Sqrt", shifted, d);
+    sv_op2(c, "Div", x, d, sv_name(c, n));
+}
+
 /* The ops of save_move.c and save_nn.c, or 0 when none fits. */
 static int emit_other(sv_ctx *c, const kiln_node *n)
 {
@@ -269,6 +289,9 @@ static void emit_op(sv_ctx *c, const kiln_node *n)
         return;
     case KILN_OP_CAST:
         cast(c, sv_name(c, n->in[0]), sv_onnx_type(n->dtype), sv_name(c, n));
+        return;
+    case KILN_OP_RMS_NORM:
+        emit_rms_norm(c, n);
         return;
     case KILN_OP_CUMSUM:
         emit_cumsum(c, n);
