@@ -143,6 +143,7 @@ static void test_torch_exports(void **state)
     run_model("torch_mlp", "torch_mlp");
     run_model("torch_cnn", "torch_cnn");
     run_model("torch_residual", "torch_residual");
+    run_model("torch_gpt", "torch_gpt");
     tol = 1e-4;
 }
 

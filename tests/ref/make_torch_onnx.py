@@ -7,8 +7,14 @@ Kiln's outputs agree within 1e-4.
 Run: /usr/bin/python3 tests/ref/make_torch_onnx.py  (python3-torch).
 The models: an MLP (784-64-10), the MNIST CNN of tools/cnn.c at a quarter
 of its widths (kept small for the repository; same layers), and a residual
-block (conv-bn-relu-conv-bn, identity skip, relu) in evaluation mode.
+block (conv-bn-relu-conv-bn, identity skip, relu) in evaluation mode, and
+the character-level decoder of tools/gpt.c (bench/gpt.py's model: token and
+position embeddings, pre-norm blocks of layer norm, causal multi-head
+attention and a tanh-gelu MLP, a final layer norm, the head tied to the
+token embedding) at 2 layers, 2 heads, width 32, context 16, vocabulary 64,
+exported at opset 17 (LayerNormalization, Split, Trilu).
 """
+import sys
 import os
 
 import torch
@@ -53,6 +59,31 @@ def models():
             ("torch_residual", res, (2, 8, 8, 8))]
 
 
+def gpt():
+    """bench/gpt.py's decoder, small: its module with the sizes replaced."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "bench"))
+    import gpt as G
+    G.V, G.CTX, G.LAYERS, G.HEADS, G.D = 64, 16, 2, 2, 32
+    torch.manual_seed(17)
+    model = G.GPT().eval()
+    ids = torch.randint(0, G.V, (2, G.CTX))
+    with torch.no_grad():
+        y = model(ids)
+    class Logits(nn.Module):  # ids alone: the positions start at 0
+        def __init__(self):
+            super().__init__()
+            self.gpt = model
+
+        def forward(self, ids):
+            return self.gpt(ids)
+
+    torch.onnx.export(Logits(), ids, os.path.join(OUT, "torch_gpt.onnx"),
+                      input_names=["ids"], output_names=["logits"],
+                      opset_version=17)
+    write_refs("torch_gpt", [("ids", ids.numpy())], [("logits", y.numpy())])
+
+
 def main():
     for name, model, shape in models():
         model.eval()
@@ -64,6 +95,7 @@ def main():
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
                           opset_version=13)
         write_refs(name, [("x", x.numpy())], [("y", y.numpy())])
+    gpt()
 
 
 if __name__ == "__main__":
