@@ -38,10 +38,35 @@ int tool_dist_leads(const tool_dist *d)
     return d->rank == 0;
 }
 
-int tool_dist_attach(tool_dist *d, kiln_session *s)
+int tool_dist_attach(tool_dist *d, kiln_session *s, int zero1)
 {
-    if (d->comm && kiln_session_set_comm(s, d->comm) != KILN_OK)
+    if (d->comm && (kiln_comm_set_zero1(d->comm, zero1) != KILN_OK ||
+                    kiln_session_set_comm(s, d->comm) != KILN_OK))
         return kiln_tool_fail("%s", kiln_session_error(s));
+    return 0;
+}
+
+int tool_dist_load(tool_dist *d, kiln_session *s, const char *path)
+{
+    if (!d->comm)
+        return kiln_session_load(s, path) != KILN_OK
+                   ? kiln_tool_fail("%s", kiln_session_error(s))
+                   : 0;
+    if (kiln_comm_load_session(d->comm, s, path) != KILN_OK)
+        return kiln_tool_fail("%s", kiln_comm_error(d->comm));
+    return 0;
+}
+
+int tool_dist_save(tool_dist *d, kiln_session *s, const char *path)
+{
+    if (!d->comm)
+        return kiln_session_save(s, path) != KILN_OK
+                   ? kiln_tool_fail("%s", kiln_session_error(s))
+                   : 0;
+    if (kiln_comm_save_session(d->comm, s, path) != KILN_OK)
+        return tool_dist_leads(d)
+                   ? kiln_tool_fail("%s", kiln_comm_error(d->comm))
+                   : 1;
     return 0;
 }
 

@@ -16,9 +16,15 @@ int tool_dist_begin(tool_dist *d);
 void tool_dist_end(tool_dist *d);
 /* 1 on the rank that prints and saves (rank 0, or the only process). */
 int tool_dist_leads(const tool_dist *d);
-/* Attaches the communicator to s before the training step is built; 0,
-   or 1 after printing the error. */
-int tool_dist_attach(tool_dist *d, kiln_session *s);
+/* Attaches the communicator to s before the training step is built,
+   sharding the optimiser state when zero1 (ZeRO-1); 0, or 1 after
+   printing the error. */
+int tool_dist_attach(tool_dist *d, kiln_session *s, int zero1);
+/* Loads a checkpoint into s (each rank its own shard of a sharded
+   optimiser state) / saves one from rank 0 (collective: with every shard
+   gathered); 0, or 1 after printing the error. */
+int tool_dist_load(tool_dist *d, kiln_session *s, const char *path);
+int tool_dist_save(tool_dist *d, kiln_session *s, const char *path);
 /* The start-up check (config must agree on every rank) and rank 0's
    variables to every rank; 0, or 1 after printing the error. */
 int tool_dist_sync(tool_dist *d, kiln_session *s, const char *config);

@@ -31,7 +31,7 @@ static int usage_to(FILE *out, int status)
         "                  [--optimizer sgd|momentum|adam|adamw|adagrad] [--lr "
         "X]\n"
         "                  [--epochs N] [--steps N] [--batch N] [--seed N]\n"
-        "                  [--threads N] [--resume model.npz]\n"
+        "                  [--threads N] [--resume model.npz] [--zero1]\n"
         "                  [--save model.npz|model.onnx] [--log metrics.csv]\n"
         "                  [--plot curves.png]\n"
         "       kiln train --model transformer [--corpus PATH] [--steps N] "
@@ -114,14 +114,20 @@ enum { ARGS_OK, ARGS_BAD, ARGS_HELP };
    printing an error, or ARGS_HELP when -h or --help stands for a flag. */
 static int parse_args(int argc, char **argv, mlp_config *c, int is_train)
 {
-    /* every other flag takes a value, which may itself be "-h" */
-    for (int i = 2; i < argc; i += strncmp(argv[i], "--", 2) ? 1 : 2)
+    /* every other flag but --zero1 takes a value, which may be "-h" */
+    for (int i = 2; i < argc;
+         i +=
+         strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i], "--zero1") ? 2 : 1)
         if (is_help(argv[i]))
             return ARGS_HELP;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0)
             return kiln_tool_fail("unexpected argument '%s'", a);
+        if (is_train && !strcmp(a, "--zero1")) {
+            c->zero1 = 1;
+            continue;
+        }
         if (i + 1 >= argc)
             return kiln_tool_fail("%s needs a value", a);
         const char *v = argv[++i];

@@ -314,12 +314,15 @@ static int save_model(trainer *t, const mlp_config *c)
     kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
     int bad = kiln_session_declare(t->s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
                                    kiln_init_zeros(), 0) != KILN_OK ||
-              kiln_variable_write(t->s, ACT_KEY, act) != KILN_OK ||
-              kiln_session_save(t->s, c->save) != KILN_OK;
+              kiln_variable_write(t->s, ACT_KEY, act) != KILN_OK;
     kiln_tensor_free(act);
     if (bad)
         return kiln_tool_fail("%s", kiln_session_error(t->s));
-    fprintf(stderr, "kiln: model saved to %s\n", c->save);
+    /* every rank: a ZeRO-1 state is gathered for rank 0 to write */
+    if (tool_dist_save(&t->d, t->s, c->save))
+        return 1;
+    if (tool_dist_leads(&t->d))
+        fprintf(stderr, "kiln: model saved to %s\n", c->save);
     return 0;
 }
 
@@ -384,10 +387,10 @@ static void config_text(const mlp_config *c, int64_t images, char *out,
     int n = snprintf(out, size,
                      "batch %d\nseed %d\ndataset %d\nimages %lld\nmodel %d\n"
                      "activation %d\noptimizer %d\nlr %g\nepochs %d\nsteps "
-                     "%d\nhidden",
+                     "%d\nzero1 %d\nhidden",
                      c->batch, c->seed, c->dataset, (long long)images, c->arch,
                      c->activation, c->optimizer, (double)c->lr, c->epochs,
-                     c->steps);
+                     c->steps, c->zero1);
     for (int i = 0; i < c->n_hidden && n > 0 && (size_t)n < size; i++)
         n += snprintf(out + n, size - (size_t)n, " %d", c->hidden[i]);
 }
@@ -401,7 +404,7 @@ static int build_trainer(trainer *t, const mlp_config *c,
                                .threads = c->threads};
     if (!(t->s = kiln_session_new(&so)) || !(t->g = kiln_graph_new()))
         return kiln_tool_fail("out of memory");
-    if (tool_dist_attach(&t->d, t->s))
+    if (tool_dist_attach(&t->d, t->s, c->zero1))
         return 1;
     model m = t->m = build(t->g, c, c->batch, train->rows, train->cols);
     if (!(t->opt = make_optimizer(t->s, c, per_epoch * c->epochs)))
@@ -431,8 +434,8 @@ static int start_position(trainer *t, const mlp_config *c,
         return kiln_tool_fail("out of memory");
     if (kiln_batcher_shard(t->batches, t->d.rank, t->d.size) != KILN_OK)
         return kiln_tool_fail("%s", kiln_batcher_error(t->batches));
-    if (c->resume && kiln_session_load(t->s, c->resume) != KILN_OK)
-        return kiln_tool_fail("--resume: %s", kiln_session_error(t->s));
+    if (c->resume && tool_dist_load(&t->d, t->s, c->resume))
+        return 1;
     config_text(c, train->count, config, sizeof config);
     if (tool_dist_sync(&t->d, t->s, config))
         return 1;
@@ -485,9 +488,10 @@ int mlp_train(const mlp_config *c)
     if (train_epochs(&t, c, &test, rows))
         goto done;
     rc = 0;
-    if (tool_dist_leads(&t.d) &&
-        ((c->plot && have_program("gnuplot") && plot(rows, epochs, c->plot)) ||
-         (c->save && save_model(&t, c))))
+    /* the save is collective: every rank reaches it, whatever the plot */
+    int plot_failed = tool_dist_leads(&t.d) && c->plot &&
+                      have_program("gnuplot") && plot(rows, epochs, c->plot);
+    if ((c->save && save_model(&t, c)) || plot_failed)
         rc = 1;
 done:
     trainer_free(&t);

@@ -21,6 +21,7 @@ typedef struct mlp_config {
     int epochs, batch, seed, threads;
     int steps;          /* > 0: stop after this many steps in all */
     const char *resume; /* a model saved by --save to continue training */
+    int zero1;          /* under mpirun: shard the optimiser state (ZeRO-1) */
 } mlp_config;
 
 mlp_config mlp_defaults(void);

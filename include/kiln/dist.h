@@ -73,12 +73,44 @@ kiln_status kiln_comm_set_rows(kiln_comm *c, int64_t rows, int64_t global_rows);
    KILN_ERR_ARG for bad arguments, KILN_ERR_IO when MPI fails. */
 kiln_status kiln_comm_allreduce_sum(kiln_comm *c, double *v, int n);
 
+/* ZeRO stage 1 (on != 0): the optimiser state (momentum, Adam moments,
+   Adagrad sums) is sharded across the ranks.  The trained variables, laid
+   end to end, are cut into one contiguous range per rank (sizes differ by
+   at most one value); each rank keeps the state of its range only, so
+   about 1/size of it, updates only its range from the averaged gradients
+   and then all-gathers the updated values, so every rank ends each step
+   with every variable, as without ZeRO (to float rounding: the same
+   operations on the same values).  Takes effect for training steps built
+   afterwards; write and read checkpoints with kiln_comm_save_session and
+   kiln_comm_load_session.  KILN_ERR_ARG for a NULL c. */
+kiln_status kiln_comm_set_zero1(kiln_comm *c, int on);
+/* 1 when ZeRO-1 is on for c, else 0 (also for NULL). */
+int kiln_comm_zero1(const kiln_comm *c);
+/* Collective: rank 0 writes s's variables to path as kiln_session_save
+   in one process would, with each ZeRO-1 sharded state slot first
+   gathered whole under its usual name, so that one process or any number
+   of ranks can resume from the file.  Every rank returns rank 0's status
+   and message (kiln_comm_error).  KILN_ERR_ARG when s is not c's
+   session. */
+kiln_status kiln_comm_save_session(kiln_comm *c, kiln_session *s,
+                                   const char *path);
+/* kiln_session_load on this rank, except that each whole state slot
+   ZeRO-1 shards gives s this rank's range of it: build (compile) the
+   training step first, so that the shards are known.  Errors as
+   kiln_session_load, also in kiln_comm_error; KILN_ERR_ARG when s is not
+   c's session. */
+kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
+                                   const char *path);
+
 /* What c's gradient averaging did since the last reset. */
 typedef struct kiln_comm_stats {
-    int64_t allreduces;  /* buckets all-reduced */
-    int64_t bytes;       /* bytes of gradient all-reduced */
-    double wait_seconds; /* time blocked waiting for all-reduces to end
-                            (communication not hidden behind backward) */
+    int64_t allreduces;     /* buckets all-reduced */
+    int64_t bytes;          /* bytes of gradient all-reduced */
+    double wait_seconds;    /* time blocked waiting for all-reduces to end
+                               (communication not hidden behind backward) */
+    int64_t gathers;        /* ZeRO-1: all-gathers of updated variables */
+    int64_t gathered_bytes; /* ZeRO-1: bytes of variables all-gathered */
+    double gather_seconds;  /* ZeRO-1: time in those all-gathers */
 } kiln_comm_stats;
 /* Fills st; KILN_ERR_ARG for NULL arguments. */
 kiln_status kiln_comm_get_stats(const kiln_comm *c, kiln_comm_stats *st);

@@ -128,6 +128,7 @@ void kiln_comm_free(kiln_comm *c)
     }
     free(c->plans);
     free(c->refs);
+    dist_zero_free(c);
     int done = 0;
     MPI_Finalized(&done);
     if (!done)
@@ -190,6 +191,8 @@ kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c)
         return KILN_OK;
     if (kiln_session_attach(s, c, forget_session, fn) != KILN_OK)
         return KILN_ERR_MEMORY;
+    if (c->s != s) /* the slots sharded were another session's */
+        dist_zero_forget(c);
     c->s = s;
     s->sync = &c->sync;
     return KILN_OK;

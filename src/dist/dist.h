@@ -41,10 +41,19 @@ typedef struct dist_plan {
     float *mem; /* every bucket's buffer */
 } dist_plan;
 
-/* Where a hook key (kiln_node.hook) of a compiled step points. */
+/* Where a hook key (kiln_node.hook) points: a gradient's slot in a plan,
+   or (plan -1) the gather of updated variables numbered slot. */
 typedef struct dist_ref {
     int plan, slot;
 } dist_ref;
+
+/* ZeRO-1: an optimiser state slot of which this rank holds the flat range
+   [lo, hi) (no variable when empty); shape is the whole slot's. */
+typedef struct dist_state {
+    char *name;
+    kiln_shape shape;
+    int64_t lo, hi;
+} dist_state;
 
 struct kiln_comm {
     MPI_Comm comm; /* duplicated: Kiln's collectives never meet the user's */
@@ -60,6 +69,12 @@ struct kiln_comm {
     int n_refs, cap_refs;
     dist_plan *dyn; /* of the last dynamic backward */
     kiln_comm_stats stats;
+    int zero1;          /* shard the optimiser state */
+    dist_state *states; /* sharded slots, in the order steps built them */
+    int n_states, cap_states;
+    int64_t *gathers; /* values of each gather of updated variables */
+    int n_gathers, cap_gathers;
+    int *counts, *displs; /* per rank, for gathers */
 };
 
 /* Records c's error message (and kiln_last_error) and returns st. */
@@ -84,7 +99,26 @@ void dist_progress(kiln_comm *c);
 /* Waits for every bucket in flight (before a plan is dropped). */
 void dist_plan_settle(kiln_comm *c, dist_plan *p);
 
-/* Fills c->sync with the callbacks of src/dist/sync.c. */
+/* Fills c->sync with the callbacks of src/dist/sync.c and zero.c. */
 void dist_sync_init(kiln_comm *c);
+/* Room for one more hook key in c->refs; -1 when out of memory. */
+int dist_reserve_refs(kiln_comm *c, int n);
+
+/* ZeRO-1 (zero.c): the sharding callbacks of kiln_grad_sync. */
+int dist_shard(void *ctx, kiln_graph *g, kiln_node *const *vars, int n,
+               int64_t *lo, int64_t *hi);
+void dist_shard_state(void *ctx, const char *name, const kiln_node *var,
+                      int64_t lo, int64_t hi);
+kiln_node *dist_gather_node(void *ctx, kiln_graph *g, kiln_node *flat,
+                            int64_t lo, int64_t total);
+/* Gathers the ranges of total values in place in data (every rank's
+   values at its offset); KILN_ERR_IO when MPI fails. */
+kiln_status dist_gather(kiln_comm *c, int64_t total, float *data);
+/* The sharded slot named name, or NULL. */
+const dist_state *dist_find_state(const kiln_comm *c, const char *name);
+/* Forgets the sharded slots (c is attached to another session). */
+void dist_zero_forget(kiln_comm *c);
+/* Frees the ZeRO-1 records of c. */
+void dist_zero_free(kiln_comm *c);
 
 #endif

@@ -11,21 +11,31 @@
 
 enum { LINE_MAX_LEN = 192 };
 
-/* One line per variable, "name dtype [shape]", then one per line of the
-   config text, "config: line". */
-static char *signature(const kiln_session *s, const char *config)
+/* One line per variable, "name dtype [shape]" (a ZeRO-1 shard's slot
+   whole, after the others: each rank holds another range of it), then one
+   per line of the config text, "config: line". */
+static char *signature(const kiln_comm *c, const kiln_session *s,
+                       const char *config)
 {
     size_t cap = 256 + 9 * strlen(config), len = 0;
     for (int i = 0; i < s->n_vars; i++)
         cap += strlen(s->vars[i].name) + 160;
+    for (int i = 0; i < c->n_states; i++)
+        cap += strlen(c->states[i].name) + 160;
     char *sig = malloc(cap);
+    char shape[128];
     for (int i = 0; sig && i < s->n_vars; i++) {
         const kiln_var *v = &s->vars[i];
-        char shape[128];
-        len += (size_t)snprintf(sig + len, cap - len, "%s %s %s\n", v->name,
-                                kiln_dtype_name(v->dtype),
-                                kiln_shape_str(v->shape, shape, sizeof shape));
+        if (!dist_find_state(c, v->name))
+            len +=
+                (size_t)snprintf(sig + len, cap - len, "%s %s %s\n", v->name,
+                                 kiln_dtype_name(v->dtype),
+                                 kiln_shape_str(v->shape, shape, sizeof shape));
     }
+    for (int i = 0; sig && i < c->n_states; i++)
+        len += (size_t)snprintf(
+            sig + len, cap - len, "%s f32 %s\n", c->states[i].name,
+            kiln_shape_str(c->states[i].shape, shape, sizeof shape));
     while (sig && *config) {
         size_t n = strcspn(config, "\n");
         len += (size_t)snprintf(sig + len, cap - len, "config: %.*s\n", (int)n,
@@ -124,7 +134,7 @@ kiln_status kiln_comm_sync_session(kiln_comm *c, kiln_session *s,
     c->err[0] = 0;
     if (kiln_session_begin(s, fn) != KILN_OK)
         return dist_fail(c, KILN_ERR_ARG, "%s: session is NULL", fn);
-    char *sig = signature(s, config ? config : "");
+    char *sig = signature(c, s, config ? config : "");
     if (!sig) {
         kiln_comm_abort(c, 1); /* out of memory alone: end the job */
         return KILN_ERR_MEMORY;
@@ -134,6 +144,8 @@ kiln_status kiln_comm_sync_session(kiln_comm *c, kiln_session *s,
     int rc = MPI_SUCCESS;
     for (int i = 0; st == KILN_OK && rc == MPI_SUCCESS && i < s->n_vars; i++) {
         kiln_var *v = &s->vars[i];
+        if (dist_find_state(c, v->name))
+            continue; /* each rank keeps its own range */
         rc = bcast_bytes(c, v->data,
                          (size_t)kiln_shape_numel(v->shape) *
                              kiln_dtype_size(v->dtype));

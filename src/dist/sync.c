@@ -36,6 +36,19 @@ static dist_plan *plan_for(const kiln_comm *c, kiln_node *const *grads, int n,
     return p;
 }
 
+int dist_reserve_refs(kiln_comm *c, int n)
+{
+    if (c->n_refs + n > c->cap_refs) {
+        int cap = 2 * (c->n_refs + n);
+        dist_ref *rs = realloc(c->refs, (size_t)cap * sizeof *rs);
+        if (!rs)
+            return -1;
+        c->refs = rs;
+        c->cap_refs = cap;
+    }
+    return 0;
+}
+
 static int add_plan(kiln_comm *c, dist_plan *p, int n)
 {
     if (c->n_plans == c->cap_plans) {
@@ -46,14 +59,8 @@ static int add_plan(kiln_comm *c, dist_plan *p, int n)
         c->plans = ps;
         c->cap_plans = cap;
     }
-    if (c->n_refs + n > c->cap_refs) {
-        int cap = 2 * (c->n_refs + n);
-        dist_ref *rs = realloc(c->refs, (size_t)cap * sizeof *rs);
-        if (!rs)
-            return -1;
-        c->refs = rs;
-        c->cap_refs = cap;
-    }
+    if (dist_reserve_refs(c, n) != 0)
+        return -1;
     c->plans[c->n_plans++] = p;
     return 0;
 }
@@ -96,6 +103,8 @@ static kiln_status computed(void *ctx, int hook, void *data)
 {
     kiln_comm *c = ctx;
     dist_ref r = c->refs[hook - 1];
+    if (r.plan < 0)
+        return dist_gather(c, c->gathers[r.slot], data);
     return dist_pack(c, c->plans[r.plan], r.slot, data);
 }
 
@@ -103,7 +112,9 @@ static kiln_status needed(void *ctx, int hook, void *data)
 {
     kiln_comm *c = ctx;
     dist_ref r = c->refs[hook - 1];
-    return dist_deliver(c, c->plans[r.plan], r.slot, data);
+    /* a gather is complete once computed */
+    return r.plan < 0 ? KILN_OK
+                      : dist_deliver(c, c->plans[r.plan], r.slot, data);
 }
 
 static void progress(void *ctx)
@@ -189,7 +200,15 @@ static kiln_status before_update(void *ctx, kiln_node *const *grads,
 
 void dist_sync_init(kiln_comm *c)
 {
-    c->sync =
-        (kiln_grad_sync){c,        build,          computed,  needed,
-                         progress, backward_begin, node_done, before_update};
+    c->sync = (kiln_grad_sync){c,
+                               build,
+                               computed,
+                               needed,
+                               progress,
+                               backward_begin,
+                               node_done,
+                               before_update,
+                               dist_shard,
+                               dist_shard_state,
+                               dist_gather_node};
 }

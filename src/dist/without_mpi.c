@@ -105,3 +105,29 @@ void kiln_comm_reset_stats(kiln_comm *c)
 {
     (void)c;
 }
+
+kiln_status kiln_comm_set_zero1(kiln_comm *c, int on)
+{
+    (void)c, (void)on;
+    return unavailable("kiln_comm_set_zero1");
+}
+
+int kiln_comm_zero1(const kiln_comm *c)
+{
+    (void)c;
+    return 0;
+}
+
+kiln_status kiln_comm_save_session(kiln_comm *c, kiln_session *s,
+                                   const char *path)
+{
+    (void)c, (void)s, (void)path;
+    return unavailable("kiln_comm_save_session");
+}
+
+kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
+                                   const char *path)
+{
+    (void)c, (void)s, (void)path;
+    return unavailable("kiln_comm_load_session");
+}

@@ -274,6 +274,12 @@ static kiln_status compute_nodes(kiln_run_ctx *r, int first)
             return st;
         if (n->debug && id < r->grad_first)
             kiln_debug_print(r->s->exec.debug, n, rs->e[id].value, "value");
+        /* a hooked node of a dynamic graph: the optimiser's gather of
+           sharded updates (ZeRO-1) */
+        if (r->s->sync && n->hook &&
+            (st = r->s->sync->computed(r->s->sync->ctx, n->hook,
+                                       rs->e[id].value)) != KILN_OK)
+            return st;
         if (r->s->sync && id >= r->grad_first) {
             r->s->sync->node_done(r->s->sync->ctx, n, rs->e[id].value);
             r->s->sync->progress(r->s->sync->ctx);

@@ -33,7 +33,7 @@ typedef struct kiln_session_holder {
      build           the optimiser's graph form (kiln_optimizer_build_step):
                      may replace grads[i] (of vars[i]) by hooked nodes
                      (kiln_node.hook) whose value is the synchronised one
-     computed        a compiled run computed a hooked node into data
+     computed        a run computed a hooked node into data
      needed          a compiled run is about to read a hooked node: data
                      must hold the synchronised value on return
      progress        after every kernel of a compiled or dynamic run that
@@ -42,7 +42,20 @@ typedef struct kiln_session_holder {
      node_done       kiln_backward computed node n into data
      before_update   kiln_optimizer_update is about to read grads, whose
                      values are values[i]: they must be synchronised in
-                     place on return */
+                     place on return
+   Optimiser state sharding (ZeRO stage 1); shard NULL or returning 0
+   leaves every update whole:
+     shard           1 when this process updates only part of vars: the
+                     flat range [lo[i], hi[i]) of each vars[i] (together
+                     one contiguous range of the variables laid end to
+                     end, never empty); 0 when it updates all; -1 with g's
+                     error recorded
+     shard_state     the state variable name (absent when lo == hi) holds
+                     [lo, hi) of the flattened optimiser slot of var
+     gather          a node of total values whose value is flat (this
+                     process's range, at lo) completed by every other
+                     process's range: a hooked node, gathered when
+                     computed, in compiled and dynamic runs alike */
 typedef struct kiln_grad_sync {
     void *ctx;
     void (*build)(void *ctx, kiln_graph *g, kiln_node *const *vars,
@@ -54,6 +67,12 @@ typedef struct kiln_grad_sync {
     void (*node_done)(void *ctx, const kiln_node *n, void *data);
     kiln_status (*before_update)(void *ctx, kiln_node *const *grads,
                                  void *const *values, int n);
+    int (*shard)(void *ctx, kiln_graph *g, kiln_node *const *vars, int n,
+                 int64_t *lo, int64_t *hi);
+    void (*shard_state)(void *ctx, const char *name, const kiln_node *var,
+                        int64_t lo, int64_t hi);
+    kiln_node *(*gather)(void *ctx, kiln_graph *g, kiln_node *flat, int64_t lo,
+                         int64_t total);
 } kiln_grad_sync;
 
 struct kiln_session {

@@ -166,10 +166,20 @@ static kiln_status check_leaf_values(kiln_session *s, kiln_variant *v)
     return KILN_OK;
 }
 
+/* The hooked node whose storage x's value is (x itself, or through
+   views that run no kernel: a reshape of a hooked gradient), or NULL. */
+static const kiln_node *hooked_source(const kiln_variant *v, const kiln_node *x)
+{
+    while (!x->hook && kiln_op_table[x->op].kind != KILN_KIND_LEAF &&
+           is_noop(v, x))
+        x = v->u.g->nodes[v->inplace[x->id]];
+    return x->hook ? x : NULL;
+}
+
 /* The session's gradient sync (runtime.h) around one step: before it
    reads hooked values (after = 0), or after it computed (after = 1). */
-static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_step *st,
-                             int after)
+static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_variant *v,
+                             const kiln_step *st, int after)
 {
     kiln_status rc = KILN_OK;
     if (after) {
@@ -178,9 +188,11 @@ static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_step *st,
         sync->progress(sync->ctx);
         return rc;
     }
-    for (int k = 0; k < st->n->n_in && rc == KILN_OK; k++)
-        if (st->n->in[k]->hook)
-            rc = sync->needed(sync->ctx, st->n->in[k]->hook, st->in[k]);
+    for (int k = 0; k < st->n->n_in && rc == KILN_OK; k++) {
+        const kiln_node *h = hooked_source(v, st->n->in[k]);
+        if (h)
+            rc = sync->needed(sync->ctx, h->hook, v->buf[h->id]);
+    }
     return rc;
 }
 
@@ -194,14 +206,14 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
         for (int k = 0; k < st->n->n_in; k++)
             st->in[k] = v->buf[st->n->in[k]->id];
         kiln_status rc;
-        if (sync && (rc = sync_step(sync, st, 0)) != KILN_OK)
+        if (sync && (rc = sync_step(sync, v, st, 0)) != KILN_OK)
             return rc;
         if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, st->scratch,
                                 msg, sizeof msg) != KILN_OK)
             return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
             kiln_debug_print(s->exec.debug, st->n, st->out, "value");
-        if (sync && (rc = sync_step(sync, st, 1)) != KILN_OK)
+        if (sync && (rc = sync_step(sync, v, st, 1)) != KILN_OK)
             return rc;
     }
     return KILN_OK;

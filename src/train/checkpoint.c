@@ -5,10 +5,29 @@
 
 #include "base/tensor.h"
 #include "runtime/runtime.h"
+#include "train/checkpoint.h"
 
 static const char *RNG_KEY = "__rng__";
 
+/* Appends a view of data under name to l. */
+static kiln_status add_view(kiln_tensor_list *l, const char *name,
+                            kiln_dtype dt, kiln_shape shape, void *data)
+{
+    kiln_tensor *t = kiln_tensor_wrap(dt, shape, data);
+    kiln_status st = t ? kiln_tensor_list_add(l, name, t) : KILN_ERR_MEMORY;
+    if (st != KILN_OK)
+        kiln_tensor_free(t);
+    return st;
+}
+
 kiln_status kiln_session_save(kiln_session *s, const char *path)
+{
+    return kiln_session_save_with(s, path, NULL, NULL, NULL);
+}
+
+kiln_status kiln_session_save_with(kiln_session *s, const char *path,
+                                   int (*skip)(void *ctx, const char *name),
+                                   void *ctx, const kiln_tensor_list *extra)
 {
     if (kiln_session_begin(s, "kiln_session_save") != KILN_OK)
         return KILN_ERR_ARG;
@@ -22,10 +41,13 @@ kiln_status kiln_session_save(kiln_session *s, const char *path)
     kiln_status st = KILN_OK;
     for (int i = 0; i < s->n_vars && st == KILN_OK; i++) {
         kiln_var *v = &s->vars[i];
-        kiln_tensor *t = kiln_tensor_wrap(v->dtype, v->shape, v->data);
-        st = t ? kiln_tensor_list_add(l, v->name, t) : KILN_ERR_MEMORY;
-        if (st != KILN_OK)
-            kiln_tensor_free(t);
+        if (!skip || !skip(ctx, v->name))
+            st = add_view(l, v->name, v->dtype, v->shape, v->data);
+    }
+    for (int i = 0; i < kiln_tensor_list_count(extra) && st == KILN_OK; i++) {
+        kiln_tensor *t = kiln_tensor_list_get(extra, i);
+        st = add_view(l, kiln_tensor_list_name(extra, i), t->dtype, t->shape,
+                      t->data);
     }
     int32_t rng[4] = {(int32_t)(uint32_t)s->rng.state,
                       (int32_t)(uint32_t)(s->rng.state >> 32),
@@ -138,6 +160,14 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     if (!l)
         return kiln_session_fail(s, KILN_ERR_IO, "kiln_session_load: %s",
                                  kiln_last_error());
+    kiln_status rc = kiln_session_load_list(s, l, path);
+    kiln_tensor_list_free(l);
+    return rc;
+}
+
+kiln_status kiln_session_load_list(kiln_session *s, const kiln_tensor_list *l,
+                                   const char *path)
+{
     staged_vars st = {NULL, 0};
     kiln_status rc = validate(s, l, path);
     if (rc == KILN_OK && stage_new(s, l, &st) != KILN_OK)
@@ -146,6 +176,5 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     if (rc == KILN_OK)
         commit(s, l, &st);
     staged_free(&st);
-    kiln_tensor_list_free(l);
     return rc;
 }

@@ -166,15 +166,14 @@ typedef struct step_factors {
 } step_factors;
 
 /* The new value of variable p given its gradient gr, updating its state. */
-static kiln_node *step_one(builder *b, const step_factors *f, kiln_node *p,
-                           kiln_node *gr)
+static kiln_node *step_one(builder *b, const step_factors *f, const char *vn,
+                           kiln_node *p, kiln_node *gr)
 {
     kiln_optimizer *o = b->o;
     const kiln_optim_options *op = &o->o;
     kiln_graph *g = b->g;
     kiln_node *np, *lr = f->lr, *clr = f->clr, *step_size = f->step_size,
                    *bc2_sqrt = f->bc2_sqrt;
-    const char *vn = p->name;
     char buf[STATE_NAME_MAX];
     switch (op->kind) {
     case KILN_SGD: {
@@ -227,6 +226,102 @@ static kiln_node *step_one(builder *b, const step_factors *f, kiln_node *p,
     return np;
 }
 
+/* ------------------------------------------------------------ ZeRO-1 */
+
+/* The ranges of the variables this process updates when the session's
+   gradient sync shards the optimiser state (runtime.h), and the new
+   values of those ranges, in order. */
+typedef struct shards {
+    int on;
+    int64_t *lo, *hi;
+    kiln_node **parts;
+    int n_parts;
+} shards;
+
+/* An output of the step that is not an assignment: computed, kept. */
+static void assign_raw(builder *b, kiln_node *x)
+{
+    if (b->n_assigns < b->cap_assigns)
+        b->assigns[b->n_assigns++] = x;
+}
+
+/* x flattened, values [lo, hi). */
+static kiln_node *flat_range(kiln_graph *g, kiln_node *x, int64_t lo,
+                             int64_t hi)
+{
+    kiln_node *f = kiln_reshape(g, x, KILN_SHAPE(kiln_shape_numel(x->shape)));
+    return kiln_slice(g, f, &lo, &hi);
+}
+
+/* The per-variable state slots of the optimiser's kind. */
+static int state_slots(const kiln_optimizer *o, const char **slots)
+{
+    switch (o->o.kind) {
+    case KILN_SGD:
+        slots[0] = "momentum";
+        return o->o.momentum != 0.0f;
+    case KILN_ADAGRAD:
+        slots[0] = "adagrad_sum";
+        return 1;
+    default:
+        slots[0] = "adam_m";
+        slots[1] = "adam_v";
+        return 2;
+    }
+}
+
+/* Fills sh from the session's gradient sync and tells it where each
+   state slot's shard lives; -1 with the graph's error. */
+static int find_shards(builder *b, kiln_node **vars, int n, shards *sh)
+{
+    const kiln_grad_sync *sync = b->o->s->sync;
+    kiln_graph *g = b->g;
+    memset(sh, 0, sizeof *sh);
+    if (!sync || !sync->shard)
+        return 0;
+    sh->lo = kiln_graph_alloc(g, 2 * (size_t)n * sizeof *sh->lo);
+    sh->parts = kiln_graph_alloc(g, (size_t)n * sizeof *sh->parts);
+    if (!sh->lo || !sh->parts) {
+        kiln_graph_fail(g, KILN_ERR_MEMORY, "optimiser: out of memory");
+        return -1;
+    }
+    sh->hi = sh->lo + n;
+    sh->on = sync->shard(sync->ctx, g, vars, n, sh->lo, sh->hi);
+    const char *slots[2];
+    char buf[STATE_NAME_MAX];
+    for (int i = 0; sh->on > 0 && i < n; i++)
+        for (int k = 0; k < state_slots(b->o, slots); k++)
+            if (slot_name(b->o, vars[i]->name, slots[k], buf))
+                sync->shard_state(sync->ctx, buf, vars[i], sh->lo[i],
+                                  sh->hi[i]);
+    return sh->on;
+}
+
+/* Every variable's new value from the gathered ranges of all processes. */
+static void gather_updates(builder *b, kiln_node **vars, int n,
+                           const shards *sh)
+{
+    const kiln_grad_sync *sync = b->o->s->sync;
+    kiln_graph *g = b->g;
+    int64_t total = 0, lo = -1;
+    for (int i = 0; i < n; i++) {
+        if (lo < 0 && sh->lo[i] < sh->hi[i])
+            lo = total + sh->lo[i];
+        total += kiln_shape_numel(vars[i]->shape);
+    }
+    kiln_node *flat = sh->n_parts == 1
+                          ? sh->parts[0]
+                          : kiln_concat(g, sh->parts, sh->n_parts, 0);
+    kiln_node *all = sync->gather(sync->ctx, g, flat, lo, total);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t end = at + kiln_shape_numel(vars[i]->shape);
+        kiln_node *v = kiln_slice(g, all, &at, &end);
+        update(b, vars[i], kiln_reshape(g, v, vars[i]->shape));
+        at = end;
+    }
+}
+
 /* Adds the update of vars (their gradients in grads, overwritten) and
    returns the doall of every assignment, or the poison node. */
 static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
@@ -234,7 +329,7 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
 {
     const kiln_optim_options *op = &o->o;
     char buf[STATE_NAME_MAX];
-    builder bb = {o, g, NULL, NULL, 0, 4 * n + 8};
+    builder bb = {o, g, NULL, NULL, 0, 5 * n + 8};
     builder *b = &bb;
     b->assigns =
         kiln_graph_alloc(g, (size_t)b->cap_assigns * sizeof *b->assigns);
@@ -265,12 +360,30 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
         f.clr = kiln_div(g, lr, kiln_add(g, num(b, 1.0f), d));
     }
 
+    shards sh;
+    if (find_shards(b, vars, n, &sh) < 0)
+        return &g->poison;
     for (int i = 0; i < n && g->status == KILN_OK; i++) {
         kiln_node *p = vars[i], *gr = grads[i];
+        if (sh.on) {
+            if (sh.lo[i] == sh.hi[i]) {
+                /* computed all the same: every rank joins every bucket */
+                assign_raw(b, gr);
+                continue;
+            }
+            p = flat_range(g, p, sh.lo[i], sh.hi[i]);
+            gr = flat_range(g, gr, sh.lo[i], sh.hi[i]);
+        }
         if (op->weight_decay != 0.0f && op->kind != KILN_ADAMW)
             gr = kiln_add(g, gr, kiln_mul(g, p, num(b, op->weight_decay)));
-        update(b, p, step_one(b, &f, p, gr));
+        kiln_node *np = step_one(b, &f, vars[i]->name, p, gr);
+        if (sh.on)
+            sh.parts[sh.n_parts++] = np;
+        else
+            update(b, p, np);
     }
+    if (sh.on && g->status == KILN_OK)
+        gather_updates(b, vars, n, &sh);
     if (g->status != KILN_OK)
         return &g->poison;
     return kiln_doall(g, b->assigns, b->n_assigns);

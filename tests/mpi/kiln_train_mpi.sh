@@ -27,13 +27,20 @@ mnist_cut "$tmp/data" 2000 1000
 # whole step of that weight
 args="train --model $model --data $tmp/data --batch 128 --seed 5 --threads 1
     --optimizer momentum --hidden 128"
-# The CNN's relus and max pools switch on rounding differences (a window's
-# largest value or a unit's sign within rounding of a tie) and each switch
-# moves a gradient by more than rounding: after 50 steps its variables
-# agree within 1e-5 only at a learning rate slow enough to switch little,
-# and its optimiser state within 1e-3.
-tol=1e-5
-[ "$model" = cnn ] && args="$args --lr 0.003" tol=1e-3
+# The CNN at its default rate (docs/distributed.md, "How close"): every
+# step agrees within rounding until a relu or max pool switches on a
+# rounding difference (a unit within rounding of 0, a window's two largest
+# within rounding of a tie); from there on the runs are two close but
+# different trajectories.  Measured here: per-step losses within 6e-8
+# relative for the first epoch (16 steps), a switch at step 17, then
+# 4.4e-4 by step 30 and 1.2e-2 by step 50; variables within 5.4e-3 (L2)
+# and momentum within 8e-2 after 50 steps; the same test accuracy.  The
+# bounds: 1e-5 for the first epoch, then 1e-5 + 1e-3 per step after it
+# (3.4e-2 at step 50), variables 2e-2, momentum 0.2, test accuracy within
+# 5 of the 1000 test images.  The MLP switches nowhere in 50 steps: 1e-5
+# throughout, the same accuracy.
+tol=1e-5 var_tol=1e-5 state_tol=1e-5 grow=0 acc_margin=0
+[ "$model" = cnn ] && var_tol=2e-2 state_tol=0.2 grow=1e-3 acc_margin=0.005
 # train NAME RANKS [flags]: stdout to NAME.out, stderr to NAME.err
 train() {
     name=$1 ranks=$2
@@ -47,14 +54,23 @@ train() {
 }
 train one 1 --steps 50 --save "$tmp/one.npz"
 train two 2 --steps 50 --save "$tmp/two.npz"
-runs="two"
+# ZeRO-1: the optimiser state sharded, gathered into the checkpoint
+train zero 2 --steps 50 --zero1 --save "$tmp/zero.npz"
+runs="two zero"
 if [ "$model" = mlp ]; then # the CNN's runs are long: resume with the MLP
     train half 2 --steps 25 --save "$tmp/half.npz"
     train resumed 1 --steps 50 --resume "$tmp/half.npz" --save "$tmp/resumed.npz"
-    runs="two resumed"
+    # a ZeRO-1 checkpoint of 2 ranks resumed alone and by 3 ranks with ZeRO-1
+    # (ranges of 33,923 or 33,924 of the 101,770 trained values)
+    train zhalf 2 --steps 25 --zero1 --save "$tmp/zhalf.npz"
+    train zresumed 1 --steps 50 --resume "$tmp/zhalf.npz" --save "$tmp/zresumed.npz"
+    train zthree 3 --steps 50 --zero1 --resume "$tmp/zhalf.npz" --save "$tmp/zthree.npz"
+    runs="two zero resumed zresumed zthree"
 fi
 
-# same_losses A B FIRST: the step lines of A and B from step FIRST on
+# same_losses A B FIRST [TOL GROW]: the step lines of A and B from step
+# FIRST on, within TOL relative (default $tol) plus GROW (default $grow)
+# per step after the first epoch's 16
 same_losses() {
     awk -v first="$3" '/^step / { sub(":", "", $2); if ($2 + 0 >= first) print $2, $4 }' \
         "$tmp/$1.out" >"$tmp/$1.steps"
@@ -62,24 +78,35 @@ same_losses() {
         "$tmp/$2.out" >"$tmp/$2.steps"
     n=$(wc -l <"$tmp/$2.steps")
     [ "$n" -eq $((51 - $3)) ] || fail "$2: $n step lines, expected $((51 - $3))"
-    paste -d' ' "$tmp/$1.steps" "$tmp/$2.steps" | awk -v a="$1" -v b="$2" '
+    paste -d' ' "$tmp/$1.steps" "$tmp/$2.steps" | awk -v a="$1" -v b="$2" \
+        -v tol="${4:-$tol}" -v grow="${5:-$grow}" '
         { d = $2 - $4; if (d < 0) d = -d
-          if ($1 != $3 || d > 1e-5 * $4) { print "step " $1 ": " a " " $2 ", " b " " $4; bad = 1 } }
+          bound = tol + ($1 > 16 ? grow * ($1 - 16) : 0)
+          if ($1 != $3 || d > bound * $4) { print "step " $1 ": " a " " $2 ", " b " " $4; bad = 1 } }
         END { exit bad }' || fail "$1 and $2 losses differ"
 }
 same_losses one two 1
-[ "$model" = mlp ] && same_losses one resumed 26
+same_losses one zero 1
+# ZeRO-1 changes nothing but where the state lives: the same as 2 ranks
+same_losses two zero 1 1e-6 0
+if [ "$model" = mlp ]; then
+    for run in resumed zresumed zthree; do same_losses one $run 26; done
+fi
 for run in $runs; do
-    a=$(grep '^test accuracy' "$tmp/one.out") b=$(grep '^test accuracy' "$tmp/$run.out")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$run: '$b', one process: '$a'"
+    a=$(sed -n 's/^test accuracy: //p' "$tmp/one.out")
+    b=$(sed -n 's/^test accuracy: //p' "$tmp/$run.out")
+    [ -n "$a" ] && [ -n "$b" ] &&
+        awk -v a="$a" -v b="$b" -v m="$acc_margin" \
+            'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= m + 1e-9) }' ||
+        fail "$run: test accuracy '$b', one process: '$a'"
 done
 [ "$(grep -c '^step ' "$tmp/two.out")" -eq 50 ] || fail "two: rank 0 alone prints"
 
-# every variable of the .npz files: |a - b| <= 1e-5 |b| (L2 norms), the
-# optimiser's state ("<var>.momentum") within tol
+# every variable of the .npz files: |a - b| <= var_tol |b| (L2 norms), the
+# optimiser's state ("<var>.momentum") within state_tol
 files=
 for run in $runs; do files="$files $tmp/$run.npz"; done
-/usr/bin/python3 - "$tol" "$tmp/one.npz" $files <<'PY' || fail "variables differ"
+/usr/bin/python3 - "$var_tol" "$state_tol" "$tmp/one.npz" $files <<'PY' || fail "variables differ"
 import array, ast, sys, zipfile
 def load(path):
     out = {}
@@ -93,16 +120,16 @@ def load(path):
                 a.frombytes(raw[10 + n:])
                 out[name] = a
     return out
-tol = float(sys.argv[1])
-ref = load(sys.argv[2])
+var_tol, state_tol = float(sys.argv[1]), float(sys.argv[2])
+ref = load(sys.argv[3])
 bad = 0
-for path in sys.argv[3:]:
+for path in sys.argv[4:]:
     got = load(path)
     assert set(got) == set(ref), (path, sorted(got), sorted(ref))
     for name, want in ref.items():
         norm = sum(v * v for v in want) ** 0.5
         diff = sum((a - b) ** 2 for a, b in zip(got[name], want)) ** 0.5
-        limit = 1e-5 if "." not in name[:-4].split(".", 1)[1] else tol
+        limit = state_tol if name[:-4].endswith(".momentum") else var_tol
         if diff > limit * norm:
             print(f"{path}: {name}: |difference| {diff:g}, |values| {norm:g}")
             bad = 1

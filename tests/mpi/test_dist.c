@@ -86,16 +86,27 @@ static model build(kiln_graph *g, int rows, int hidden)
 
 /* One training run: on this rank's shards with the communicator (dist),
    or alone on whole batches.  losses[STEPS] gets the global batch's mean
-   loss of each step; the session is returned for its variables. */
+   loss of each step; the session is returned for its variables.  A run
+   may train only steps [first, last) after loading the checkpoint
+   resume, and save a checkpoint after its last step. */
 typedef struct run {
     kiln_session *s;
     double losses[STEPS];
+    int dist, zero1, sgd;
+    int first, last;
+    const char *resume, *save;
 } run;
 
-static kiln_optimizer *adam(kiln_session *s)
+static run plain(int dist)
 {
-    kiln_optim_options o = kiln_optim_defaults(KILN_ADAM);
-    o.lr = 0.02f;
+    return (run){.dist = dist, .last = STEPS};
+}
+
+static kiln_optimizer *optimizer(const run *r, kiln_session *s)
+{
+    kiln_optim_options o = kiln_optim_defaults(r->sgd ? KILN_SGD : KILN_ADAM);
+    o.lr = r->sgd ? 0.1f : 0.02f;
+    o.momentum = 0.9f;
     kiln_optimizer *opt = kiln_optimizer_new(s, &o);
     assert_non_null(opt);
     return opt;
@@ -145,40 +156,67 @@ static double global_loss(kiln_batcher *b, int dist, double loss, int rows)
 
 /* A session whose initial variables differ on every rank unless
    synchronised: seeded by rank when distributed. */
-static kiln_session *session(int dist)
+static kiln_session *session(int dist, int zero1)
 {
     kiln_session_options so = {.seed = dist ? 100 + kiln_comm_rank(comm) : 100,
                                .threads = 1};
     kiln_session *s = kiln_session_new(&so);
     assert_non_null(s);
-    if (dist)
+    if (dist) {
+        assert_int_equal(kiln_comm_set_zero1(comm, zero1), KILN_OK);
         assert_int_equal(kiln_session_set_comm(s, comm), KILN_OK);
+    }
     return s;
 }
 
-static void train_compiled(run *r, int dist, int hidden)
+/* The checkpoint r->resume, through the communicator when distributed. */
+static void resume(const run *r)
 {
-    kiln_session *s = r->s = session(dist);
+    if (r->dist)
+        assert_int_equal(kiln_comm_load_session(comm, r->s, r->resume),
+                         KILN_OK);
+    else
+        assert_int_equal(kiln_session_load(r->s, r->resume), KILN_OK);
+}
+
+static void save(const run *r)
+{
+    if (r->dist)
+        assert_int_equal(kiln_comm_save_session(comm, r->s, r->save), KILN_OK);
+    else if (!comm || kiln_comm_rank(comm) == 0)
+        assert_int_equal(kiln_session_save(r->s, r->save), KILN_OK);
+}
+
+static void train_compiled(run *r, int hidden)
+{
+    int dist = r->dist;
+    kiln_session *s = r->s = session(dist, r->zero1);
     kiln_graph *g = kiln_graph_new();
     model m = build(g, BATCH, hidden);
-    kiln_optimizer *opt = adam(s);
+    kiln_optimizer *opt = optimizer(r, s);
     kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
     kiln_node *ins[2] = {m.x, m.y};
     kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
     assert_non_null(f);
+    if (r->resume)
+        resume(r);
     if (dist)
         assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
     kiln_tensor *xb, *yb, *x, *y,
         *loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     kiln_batcher *b = batches(dist, &xb, &yb);
-    for (int i = 0; i < STEPS; i++) {
+    for (int i = 0; i < r->last; i++) {
         int rows = next_batch(b, dist, xb, yb, &x, &y);
         kiln_tensor *in[2] = {x, y}, *out[2] = {loss, NULL};
-        assert_int_equal(kiln_run(f, in, out), KILN_OK);
-        r->losses[i] = global_loss(b, dist, kiln_tensor_f32(loss)[0], rows);
+        if (i >= r->first) {
+            assert_int_equal(kiln_run(f, in, out), KILN_OK);
+            r->losses[i] = global_loss(b, dist, kiln_tensor_f32(loss)[0], rows);
+        }
         kiln_tensor_free(x);
         kiln_tensor_free(y);
     }
+    if (r->save)
+        save(r);
     kiln_tensor_free(loss);
     kiln_tensor_free(xb);
     kiln_tensor_free(yb);
@@ -189,14 +227,15 @@ static void train_compiled(run *r, int dist, int hidden)
 
 /* Marian's way: the graph rebuilt for every batch, kiln_backward then
    kiln_optimizer_update. */
-static void train_dynamic(run *r, int dist, int hidden)
+static void train_dynamic(run *r, int hidden)
 {
-    kiln_session *s = r->s = session(dist);
+    int dist = r->dist;
+    kiln_session *s = r->s = session(dist, r->zero1);
     kiln_graph *g = kiln_graph_new();
-    kiln_optimizer *opt = adam(s);
+    kiln_optimizer *opt = optimizer(r, s);
     kiln_tensor *xb, *yb, *x, *y;
     kiln_batcher *b = batches(dist, &xb, &yb);
-    for (int i = 0; i < STEPS; i++) {
+    for (int i = 0; i < r->last; i++) {
         int rows = next_batch(b, dist, xb, yb, &x, &y);
         kiln_graph_clear(g);
         model m = build(g, rows, hidden);
@@ -225,7 +264,7 @@ static void train_dynamic(run *r, int dist, int hidden)
 
 /* |a - b| <= 1e-5 |b| (L2 norms) for every variable of the two
    sessions. */
-static void assert_same_variables(kiln_session *a, kiln_session *b)
+static void assert_close_variables(kiln_session *a, kiln_session *b, double tol)
 {
     int n = kiln_session_num_variables(b);
     assert_int_equal(kiln_session_num_variables(a), n);
@@ -243,20 +282,27 @@ static void assert_same_variables(kiln_session *a, kiln_session *b)
             diff += ((double)va[j] - vb[j]) * ((double)va[j] - vb[j]);
             norm += (double)vb[j] * vb[j];
         }
-        if (sqrt(diff) > 1e-5 * sqrt(norm))
+        if (sqrt(diff) > tol * sqrt(norm))
             fail_msg("%s: |difference| %g, |values| %g", pb.name, sqrt(diff),
                      sqrt(norm));
     }
 }
 
+/* The losses of steps [from, STEPS) of a and b within tol relative. */
+static void assert_close_losses(const run *a, const run *b, int from,
+                                double tol)
+{
+    for (int i = from; i < STEPS; i++)
+        if (fabs(a->losses[i] - b->losses[i]) > tol * fabs(b->losses[i]))
+            fail_msg("step %d: loss %.9g against %.9g (tolerance %g)", i + 1,
+                     a->losses[i], b->losses[i], tol);
+}
+
 static void assert_same_run(run *d, run *one)
 {
-    for (int i = 0; i < STEPS; i++)
-        if (fabs(d->losses[i] - one->losses[i]) > 1e-5 * fabs(one->losses[i]))
-            fail_msg("step %d: loss %.9g with %d ranks, %.9g alone", i + 1,
-                     d->losses[i], kiln_comm_size(comm), one->losses[i]);
+    assert_close_losses(d, one, 0, 1e-5);
     assert_true(one->losses[STEPS - 1] < 0.8 * one->losses[0]);
-    assert_same_variables(d->s, one->s);
+    assert_close_variables(d->s, one->s, 1e-5);
     kiln_session_free(d->s);
     kiln_session_free(one->s);
 }
@@ -264,10 +310,10 @@ static void assert_same_run(run *d, run *one)
 static void test_compiled_mlp(void **state)
 {
     (void)state;
-    run d, one;
+    run d = plain(1), one = plain(0);
     kiln_comm_reset_stats(comm);
-    train_compiled(&d, 1, 24);
-    train_compiled(&one, 0, 24);
+    train_compiled(&d, 24);
+    train_compiled(&one, 24);
     kiln_comm_stats st;
     assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
     /* every gradient's values, once per step */
@@ -280,43 +326,43 @@ static void test_compiled_mlp(void **state)
 static void test_compiled_mlp_small_buckets(void **state)
 {
     (void)state;
-    run d, one;
+    run d = plain(1), one = plain(0);
     /* one bucket per gradient: four all-reduces in flight per step */
     assert_int_equal(kiln_comm_set_bucket_bytes(comm, 64), KILN_OK);
     kiln_comm_reset_stats(comm);
-    train_compiled(&d, 1, 24);
+    train_compiled(&d, 24);
     kiln_comm_stats st;
     assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
     assert_int_equal(st.allreduces, 4 * STEPS);
     assert_int_equal(kiln_comm_set_bucket_bytes(comm, 1 << 20), KILN_OK);
-    train_compiled(&one, 0, 24);
+    train_compiled(&one, 24);
     assert_same_run(&d, &one);
 }
 
 static void test_compiled_cnn(void **state)
 {
     (void)state;
-    run d, one;
-    train_compiled(&d, 1, 0);
-    train_compiled(&one, 0, 0);
+    run d = plain(1), one = plain(0);
+    train_compiled(&d, 0);
+    train_compiled(&one, 0);
     assert_same_run(&d, &one);
 }
 
 static void test_dynamic_mlp(void **state)
 {
     (void)state;
-    run d, one;
-    train_dynamic(&d, 1, 24);
-    train_dynamic(&one, 0, 24);
+    run d = plain(1), one = plain(0);
+    train_dynamic(&d, 24);
+    train_dynamic(&one, 24);
     assert_same_run(&d, &one);
 }
 
 static void test_dynamic_cnn(void **state)
 {
     (void)state;
-    run d, one;
-    train_dynamic(&d, 1, 0);
-    train_dynamic(&one, 0, 0);
+    run d = plain(1), one = plain(0);
+    train_dynamic(&d, 0);
+    train_dynamic(&one, 0);
     assert_same_run(&d, &one);
 }
 
@@ -325,7 +371,7 @@ static void test_dynamic_cnn(void **state)
 static void check_mismatch(int hidden1, const char *config1, const char *want)
 {
     int rank = kiln_comm_rank(comm);
-    kiln_session *s = session(1);
+    kiln_session *s = session(1, 0);
     kiln_graph *g = kiln_graph_new();
     model m = build(g, BATCH, rank == 1 ? hidden1 : 24);
     kiln_function *f = kiln_compile(s, g, &m.loss, 1, &m.x, 2);
@@ -360,10 +406,185 @@ static void test_mismatched_config(void **state)
                    "128', rank 1 has 'config: batch 64'");
 }
 
+/* ---------------------------------------------- ZeRO-1 */
+
+/* Waits until every rank got here (a file rank 0 wrote is complete). */
+static void barrier(void)
+{
+    double one = 1;
+    assert_int_equal(kiln_comm_allreduce_sum(comm, &one, 1), KILN_OK);
+}
+
+/* A ZeRO-1 run's variables whole (its sharded optimiser state gathered
+   by kiln_comm_save_session), loaded by a session of its own. */
+static kiln_session *gathered(const run *z, const char *path)
+{
+    assert_int_equal(kiln_comm_save_session(comm, z->s, path), KILN_OK);
+    kiln_session *s = kiln_session_new(NULL);
+    assert_non_null(s);
+    assert_int_equal(kiln_session_load(s, path), KILN_OK);
+    barrier();
+    if (kiln_comm_rank(comm) == 0)
+        remove(path);
+    return s;
+}
+
+/* Values of the trained variables of s, and bytes of its optimiser state
+   (momentum buffers, Adam moments). */
+static int64_t trained_values(kiln_session *s, int64_t *state_bytes)
+{
+    int64_t values = 0;
+    *state_bytes = 0;
+    for (int i = 0; i < kiln_session_num_variables(s); i++) {
+        kiln_param_info p;
+        assert_int_equal(kiln_session_variable_info(s, i, &p), KILN_OK);
+        int64_t n = kiln_shape_numel(p.shape);
+        if (p.trainable && !strchr(p.name, '.'))
+            values += n;
+        if (strstr(p.name, ".adam_") || strstr(p.name, ".momentum"))
+            *state_bytes += 4 * n;
+    }
+    return values;
+}
+
+/* 2 ranks with ZeRO-1 against 2 ranks without it and one process alone:
+   losses and every variable (the sharded state gathered) within 1e-6 of
+   the 2 ranks; each rank holds its range's state: 1/size of it, shared
+   out to one value when the values do not divide evenly (hidden 23 gives
+   487 trained values, the CNN 82: a range ends inside a variable). */
+static void check_zero1(int sgd, int hidden, int dynamic)
+{
+    run z = plain(1), d = plain(1), one = plain(0);
+    z.zero1 = 1;
+    z.sgd = d.sgd = one.sgd = sgd;
+    void (*train)(run *, int) = dynamic ? train_dynamic : train_compiled;
+    kiln_comm_reset_stats(comm);
+    train(&z, hidden);
+    kiln_comm_stats st;
+    assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
+    kiln_session *whole = gathered(&z, "test_dist_zero1.npz");
+    assert_int_equal(kiln_session_set_comm(z.s, NULL), KILN_OK);
+    train(&d, hidden);
+    train(&one, hidden);
+    assert_close_losses(&z, &d, 0, 1e-6);
+    assert_close_losses(&z, &one, 0, 1e-5);
+    assert_true(one.losses[STEPS - 1] < 0.8 * one.losses[0]);
+    assert_close_variables(whole, d.s, 1e-6);
+    assert_close_variables(whole, one.s, 1e-5);
+
+    int64_t full, mine, total = trained_values(d.s, &full);
+    trained_values(z.s, &mine);
+    int r = kiln_comm_rank(comm), n = kiln_comm_size(comm);
+    int64_t range = total * (r + 1) / n - total * r / n;
+    assert_true(full == (sgd ? 4 : 8) * total);
+    assert_int_equal(mine, full / total * range);
+    assert_int_equal(st.gathers, STEPS);
+    assert_int_equal(st.gathered_bytes, STEPS * 4 * total);
+    kiln_session_free(whole);
+    kiln_session_free(z.s);
+    kiln_session_free(d.s);
+    kiln_session_free(one.s);
+    assert_int_equal(kiln_comm_set_zero1(comm, 0), KILN_OK);
+}
+
+static void test_zero1_compiled_mlp_adam(void **state)
+{
+    (void)state;
+    check_zero1(0, 23, 0);
+}
+
+static void test_zero1_compiled_mlp_sgd(void **state)
+{
+    (void)state;
+    check_zero1(1, 23, 0);
+}
+
+static void test_zero1_compiled_cnn(void **state)
+{
+    (void)state;
+    check_zero1(0, 0, 0);
+    check_zero1(1, 0, 0);
+}
+
+static void test_zero1_dynamic(void **state)
+{
+    (void)state;
+    check_zero1(0, 23, 1);
+    check_zero1(1, 0, 1);
+}
+
+/* A ZeRO-1 checkpoint after half the steps (the state gathered, rank 0
+   writes) resumed by one process alone and by 2 ranks with ZeRO-1: each
+   continues its own uninterrupted run. */
+static void test_zero1_resume(void **state)
+{
+    (void)state;
+    const char *path = "test_dist_zero1_half.npz";
+    run half = plain(1), z = plain(1), zr = plain(1), one = plain(0),
+        oner = plain(0);
+    half.zero1 = z.zero1 = zr.zero1 = 1;
+    half.last = STEPS / 2;
+    half.save = path;
+    zr.first = oner.first = STEPS / 2;
+    zr.resume = oner.resume = path;
+    train_compiled(&half, 23);
+    assert_int_equal(kiln_session_set_comm(half.s, NULL), KILN_OK);
+    train_compiled(&z, 23);
+    kiln_session *a = gathered(&z, "test_dist_zero1_a.npz");
+    assert_int_equal(kiln_session_set_comm(z.s, NULL), KILN_OK);
+    train_compiled(&zr, 23);
+    kiln_session *b = gathered(&zr, "test_dist_zero1_b.npz");
+    train_compiled(&one, 23);
+    train_compiled(&oner, 23);
+    assert_close_losses(&zr, &z, STEPS / 2, 1e-6);
+    assert_close_losses(&oner, &one, STEPS / 2, 1e-5);
+    assert_close_variables(b, a, 1e-6);
+    assert_close_variables(oner.s, one.s, 1e-5);
+    barrier();
+    if (kiln_comm_rank(comm) == 0)
+        remove(path);
+    kiln_session *ss[] = {a, b, half.s, z.s, zr.s, one.s, oner.s};
+    for (int i = 0; i < 7; i++)
+        kiln_session_free(ss[i]);
+    assert_int_equal(kiln_comm_set_zero1(comm, 0), KILN_OK);
+}
+
+/* Fewer trained values than ranks cannot be sharded; a checkpoint whose
+   state slot has another shape is refused by name. */
+static void test_zero1_errors(void **state)
+{
+    (void)state;
+    kiln_session *s = session(1, 1);
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *w = param(g, "w", KILN_SCALAR);
+    kiln_optimizer *opt = optimizer(&(run){0}, s);
+    kiln_node *step = kiln_optimizer_build_step(opt, g, kiln_mul(g, w, w));
+    char want[64];
+    snprintf(want, sizeof want, "ZeRO-1: 1 trained values over %d ranks",
+             kiln_comm_size(comm));
+    assert_non_null(step);
+    assert_non_null(strstr(kiln_graph_error(g), want));
+    kiln_session *other = session(0, 0);
+    assert_int_equal(kiln_comm_save_session(comm, other, "x.npz"),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_comm_load_session(comm, other, "x.npz"),
+                     KILN_ERR_ARG);
+    assert_non_null(strstr(kiln_comm_error(comm),
+                           "kiln_comm_load_session: the session is not the "
+                           "communicator's"));
+    kiln_session_free(other);
+    kiln_graph_free(g);
+    kiln_optimizer_free(opt);
+    kiln_session_free(s);
+    assert_int_equal(kiln_comm_set_zero1(NULL, 1), KILN_ERR_ARG);
+    assert_int_equal(kiln_comm_zero1(comm), 1);
+    assert_int_equal(kiln_comm_set_zero1(comm, 0), KILN_OK);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
-    kiln_session *a = session(1), *b = session(0);
+    kiln_session *a = session(1, 0), *b = session(0, 0);
     assert_int_equal(kiln_session_set_comm(b, comm), KILN_ERR_ARG);
     assert_non_null(strstr(kiln_session_error(b), "another session"));
     assert_int_equal(kiln_comm_set_rows(comm, 3, 2), KILN_ERR_ARG);
@@ -394,8 +615,17 @@ int main(void)
         cmocka_unit_test(test_dynamic_cnn),
         cmocka_unit_test(test_mismatched_model),
         cmocka_unit_test(test_mismatched_config),
+        cmocka_unit_test(test_zero1_compiled_mlp_adam),
+        cmocka_unit_test(test_zero1_compiled_mlp_sgd),
+        cmocka_unit_test(test_zero1_compiled_cnn),
+        cmocka_unit_test(test_zero1_dynamic),
+        cmocka_unit_test(test_zero1_resume),
+        cmocka_unit_test(test_zero1_errors),
         cmocka_unit_test(test_errors),
     };
+    /* e.g. KILN_TEST_FILTER='test_zero1*' to run some only */
+    if (getenv("KILN_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("KILN_TEST_FILTER"));
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     kiln_tensor_free(data_x);
     kiln_tensor_free(data_y);
