@@ -308,8 +308,9 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
    0, or 1 after an error. */
 static int save_model(trainer *t, const mlp_config *c)
 {
-    if (onnx_path(c->save))
-        return onnx_save_logits(t->g, t->s, t->m.logits, c->save);
+    if (onnx_path(c->save)) /* the variables every rank has: rank 0 */
+        return tool_dist_leads(&t->d) &&
+               onnx_save_logits(t->g, t->s, t->m.logits, c->save);
     int32_t code = c->activation;
     kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
     int bad = kiln_session_declare(t->s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
