@@ -1,16 +1,24 @@
-/* Data-parallel training step of the 784-1024-1024-10 relu MLP (SGD,
-   global batch 256 by default) on one rank or, under mpirun, on each rank's
-   shard.  bench/dist_run runs it as 1 rank x 1 thread, 1 rank x 2 threads
-   and 2 ranks x 1 thread and prints the table.
+/* Data-parallel training step of the 784-1024-1024-10 relu MLP (global
+   batch 256 by default) or of the MNIST CNN (kiln train --model cnn's:
+   two 5x5 convolutions of 32 and 64 channels, each with relu and a 2x2 max
+   pool, dense 128, 10) on one rank or, under mpirun, on each rank's shard.
+   bench/dist_run runs it as 1 rank x 1 thread, 1 rank x 2 threads and 2
+   ranks x 1 thread and prints the table.
 
-     [mpirun -np N] dist [--threads T] [--batch B] [--steps S]
-                         [--bucket-bytes N]
+     [mpirun -np N] dist [--model mlp|cnn] [--threads T] [--batch B]
+                         [--steps S] [--bucket-bytes N] [--adam 1]
+                         [--zero1 1]
+
+   SGD by default; --adam 1 trains with Adam (two moments of state per
+   value), --zero1 1 shards that state over the ranks (ZeRO-1).
 
    Rank 0 prints one line, key=value: ranks, threads, batch, samples_per_s
    (median over S steps after 3 warm-up steps, each timed from a barrier
    so that a step counts its slowest rank), bytes_per_step (gradient bytes
    all-reduced per step), wait_ms_per_step (time blocked in the waits for
-   all-reduces: communication not hidden behind backward) and buckets. */
+   all-reduces: communication not hidden behind backward), buckets,
+   gathered_bytes_per_step (ZeRO-1's all-gather of updated values),
+   gather_ms_per_step and state_bytes (rank 0's optimiser state). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +29,13 @@ static const char *PROG = "bench/dist";
 static const int WIDTHS[4] = {784, 1024, 1024, 10};
 
 typedef struct opts {
-    int threads, batch, steps;
+    int threads, batch, steps, cnn, adam, zero1;
     size_t bucket_bytes;
 } opts;
 
 static opts parse(int argc, char **argv)
 {
-    opts o = {1, 256, 20, 0};
+    opts o = {1, 256, 20, 0, 0, 0, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             o.threads = atoi(argv[i + 1]);
@@ -35,6 +43,12 @@ static opts parse(int argc, char **argv)
             o.batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps"))
             o.steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--model"))
+            o.cnn = !strcmp(argv[i + 1], "cnn");
+        else if (!strcmp(argv[i], "--adam"))
+            o.adam = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--zero1"))
+            o.zero1 = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bucket-bytes"))
             o.bucket_bytes = (size_t)atoll(argv[i + 1]);
         else
@@ -45,29 +59,65 @@ static opts parse(int argc, char **argv)
     return o;
 }
 
-/* The model's loss on X [rows, 784] and Y [rows], its SGD step compiled
-   with the communicator (if any) attached first. */
-static kiln_function *build(kiln_session *s, kiln_graph *g, int rows)
+static kiln_node *param(kiln_graph *g, const char *name, kiln_shape shape,
+                        double lim)
 {
-    kiln_node *x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(rows, 784));
-    kiln_node *y = kiln_input(g, "Y", KILN_I32, KILN_SHAPE(rows));
+    return kiln_variable(g, name, KILN_F32, shape,
+                         kiln_init_uniform(-lim, lim));
+}
+
+/* The MLP's logits on x [rows, 784]. */
+static kiln_node *mlp(kiln_graph *g, kiln_node *x)
+{
     kiln_node *h = x;
     for (int i = 0; i < 3; i++) {
         char wn[8], bn[8];
         snprintf(wn, sizeof wn, "W%d", i);
         snprintf(bn, sizeof bn, "b%d", i);
-        kiln_node *w =
-            kiln_variable(g, wn, KILN_F32, KILN_SHAPE(WIDTHS[i], WIDTHS[i + 1]),
-                          kiln_init_uniform(-0.05, 0.05));
+        kiln_node *w = param(g, wn, KILN_SHAPE(WIDTHS[i], WIDTHS[i + 1]), 0.05);
         kiln_node *b = kiln_variable(g, bn, KILN_F32, KILN_SHAPE(WIDTHS[i + 1]),
                                      kiln_init_zeros());
         h = kiln_affine(g, h, w, b);
         if (i < 2)
             h = kiln_relu(g, h);
     }
+    return h;
+}
+
+/* The CNN's logits on x [rows, 784]. */
+static kiln_node *cnn(kiln_graph *g, kiln_node *x, int rows)
+{
+    const kiln_conv_params same = {.padding = {2, 2}};
+    const int pool[2] = {2, 2}, ch[3] = {1, 32, 64};
+    kiln_node *h = kiln_reshape(g, x, KILN_SHAPE(rows, 1, 28, 28));
+    for (int k = 0; k < 2; k++) {
+        char wn[8], bn[8];
+        snprintf(wn, sizeof wn, "C%d", k);
+        snprintf(bn, sizeof bn, "c%d", k);
+        kiln_node *w = param(g, wn, KILN_SHAPE(ch[k + 1], ch[k], 5, 5), 0.1);
+        kiln_node *b = param(g, bn, KILN_SHAPE(ch[k + 1]), 0.1);
+        h = kiln_relu(g, kiln_conv2d(g, h, w, b, &same));
+        h = kiln_max_pool2d(g, h, pool, NULL, NULL, NULL, 0);
+    }
+    h = kiln_flatten(g, h, 1, -1);
+    h = kiln_relu(g,
+                  kiln_affine(g, h, param(g, "W0", KILN_SHAPE(3136, 128), 0.02),
+                              param(g, "b0", KILN_SHAPE(128), 0.02)));
+    return kiln_affine(g, h, param(g, "W1", KILN_SHAPE(128, 10), 0.1),
+                       param(g, "b1", KILN_SHAPE(10), 0.1));
+}
+
+/* The model's loss on X [rows, 784] and Y [rows], its training step
+   compiled with the communicator (if any) attached first. */
+static kiln_function *build(kiln_session *s, kiln_graph *g, int rows,
+                            const opts *o)
+{
+    kiln_node *x = kiln_input(g, "X", KILN_F32, KILN_SHAPE(rows, 784));
+    kiln_node *y = kiln_input(g, "Y", KILN_I32, KILN_SHAPE(rows));
+    kiln_node *h = o->cnn ? cnn(g, x, rows) : mlp(g, x);
     kiln_node *loss = kiln_softmax_cross_entropy(g, h, y);
-    kiln_optim_options oo = kiln_optim_defaults(KILN_SGD);
-    oo.lr = 0.01f;
+    kiln_optim_options oo = kiln_optim_defaults(o->adam ? KILN_ADAM : KILN_SGD);
+    oo.lr = o->adam ? 1e-4f : 0.01f;
     kiln_optimizer *opt = kiln_optimizer_new(s, &oo);
     kiln_node *outs[2] = {loss, kiln_optimizer_build_step(opt, g, loss)};
     kiln_node *ins[2] = {x, y};
@@ -75,6 +125,19 @@ static kiln_function *build(kiln_session *s, kiln_graph *g, int rows)
     if (!f)
         bench_die(PROG, "compile", kiln_session_error(s));
     return f;
+}
+
+/* Bytes of s's optimiser state (Adam's moments, momentum buffers). */
+static long long state_bytes(const kiln_session *s)
+{
+    long long bytes = 0;
+    for (int i = 0; i < kiln_session_num_variables(s); i++) {
+        kiln_param_info p;
+        if (kiln_session_variable_info(s, i, &p) == KILN_OK &&
+            (strstr(p.name, ".adam_") || strstr(p.name, ".momentum")))
+            bytes += 4 * kiln_shape_numel(p.shape);
+    }
+    return bytes;
 }
 
 static void barrier(kiln_comm *c)
@@ -93,11 +156,12 @@ int main(int argc, char **argv)
     kiln_session_options so = {.seed = 1, .threads = o.threads};
     kiln_session *s = kiln_session_new(&so);
     kiln_graph *g = kiln_graph_new();
-    if (c && (kiln_session_set_comm(s, c) != KILN_OK ||
+    if (c && (kiln_comm_set_zero1(c, o.zero1) != KILN_OK ||
+              kiln_session_set_comm(s, c) != KILN_OK ||
               (o.bucket_bytes &&
                kiln_comm_set_bucket_bytes(c, o.bucket_bytes) != KILN_OK)))
         bench_die(PROG, "communicator", kiln_session_error(s));
-    kiln_function *f = build(s, g, rows);
+    kiln_function *f = build(s, g, rows, &o);
     if (c && kiln_comm_sync_session(c, s, "bench") != KILN_OK)
         bench_die(PROG, "sync", kiln_comm_error(c));
     kiln_rng r;
@@ -127,10 +191,14 @@ int main(int argc, char **argv)
         kiln_comm_get_stats(c, &st);
     if (rank == 0)
         printf("ranks=%d threads=%d batch=%d samples_per_s=%.1f "
-               "bytes_per_step=%lld wait_ms_per_step=%.3f buckets=%lld\n",
+               "bytes_per_step=%lld wait_ms_per_step=%.3f buckets=%lld "
+               "gathered_bytes_per_step=%lld gather_ms_per_step=%.3f "
+               "state_bytes=%lld\n",
                size, o.threads, rows * size, rows * size / t[o.steps / 2],
                (long long)(st.bytes / o.steps), 1e3 * st.wait_seconds / o.steps,
-               (long long)(st.allreduces / o.steps));
+               (long long)(st.allreduces / o.steps),
+               (long long)(st.gathered_bytes / o.steps),
+               1e3 * st.gather_seconds / o.steps, state_bytes(s));
     free(t);
     kiln_tensor_free(x);
     kiln_tensor_free(y);
