@@ -148,6 +148,10 @@ int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);
    i + dim (in f32, exact for any dim Kiln can index). */
 kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
 
+/* x reversed along axis (a gather of known indices); NULL when out of
+   memory. */
+kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis);
+
 /* The host copy of the values kiln_onnx_options.input_values gives the
    k-th graph input (name, of Kiln shape s and ONNX type), NULL when none
    is given (or floats too many to keep) or, with a recorded problem, when
@@ -167,7 +171,13 @@ typedef struct ox_op {
 /* The op of this type, NULL when unsupported. */
 const ox_op *ox_find_op(const char *type);
 extern const ox_op ox_math_ops[], ox_shape_ops[], ox_tensor_ops[], ox_nn_ops[];
-/* Added by issue 13's second round: losses, ops_more.c's and Resize. */
-extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[];
+/* Added by issue 13's second round: losses, ops_more.c's, Resize and
+   ops_extra.c's and ops_misc.c's. */
+extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
+    ox_extra_ops[], ox_misc_ops[];
+/* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
+   ends), on its last two dims only; NULL (recorded) otherwise. */
+kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,
+                       const int64_t *pads, const char *mode);
 
 #endif

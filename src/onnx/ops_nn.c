@@ -250,6 +250,25 @@ static int conv_batch_norm(ox_ctx *c, ox_node *n)
     return 0;
 }
 
+/* LayerNormalization's optional outputs: the mean and 1 / sqrt(var + eps)
+   over the normalised axes (from axis a on), kept as size 1. */
+static void layer_norm_stats(ox_ctx *c, ox_node *n, kiln_node *x, int a,
+                             float eps)
+{
+    kiln_graph *g = c->g;
+    unsigned mask =
+        (KILN_AXIS(kiln_node_shape(x).ndim) - 1) & ~(KILN_AXIS(a) - 1);
+    kiln_node *mean = kiln_mean(g, x, mask, 1), *d = kiln_sub(g, x, mean);
+    kiln_node *var = kiln_mean(g, kiln_mul(g, d, d), mask, 1);
+    n->out[1] = mean;
+    n->out[2] =
+        n->n_out > 2
+            ? kiln_div(g, kiln_scalar(g, 1),
+                       kiln_sqrt(g, kiln_add(g, var, kiln_scalar(g, eps))))
+            : NULL;
+    n->out_type[1] = n->out_type[2] = OX_FLOAT;
+}
+
 static int conv_layer_norm(ox_ctx *c, ox_node *n)
 {
     float eps;
@@ -258,11 +277,6 @@ static int conv_layer_norm(ox_ctx *c, ox_node *n)
         ox_attr_int(c, n, "axis", -1, &axis) ||
         ox_attr_int(c, n, "stash_type", 1, &stash))
         return -1;
-    for (int k = 1; k < n->n_out; k++)
-        if (n->p->output[k] && *n->p->output[k])
-            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                              "the Mean and InvStdDev outputs"),
-                   -1;
     kiln_node *x = ox_f32(c, n, 0);
     kiln_shape s = kiln_node_shape(x), ns = {0};
     int a = ox_axis(c, n, axis, s.ndim);
@@ -274,6 +288,8 @@ static int conv_layer_norm(ox_ctx *c, ox_node *n)
     w = w ? kiln_broadcast_to(c->g, w, ns) : NULL;
     b = b ? kiln_broadcast_to(c->g, b, ns) : NULL;
     ox_out(c, n, kiln_layer_norm(c->g, x, ns, w, b, eps), OX_FLOAT);
+    if (n->n_out > 1)
+        layer_norm_stats(c, n, x, a, eps);
     return 0;
 }
 
@@ -304,9 +320,9 @@ const ox_op ox_nn_ops[] = {
     {NULL, NULL, NULL},
 };
 
-static const ox_op *const tables[] = {ox_math_ops,  ox_shape_ops, ox_tensor_ops,
-                                      ox_nn_ops,    ox_loss_ops,  ox_more_ops,
-                                      ox_resize_ops};
+static const ox_op *const tables[] = {
+    ox_math_ops, ox_shape_ops,  ox_tensor_ops, ox_nn_ops,  ox_loss_ops,
+    ox_more_ops, ox_resize_ops, ox_extra_ops,  ox_misc_ops};
 
 const ox_op *ox_find_op(const char *type)
 {

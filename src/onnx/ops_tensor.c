@@ -134,9 +134,6 @@ static int conv_argmax(ox_ctx *c, ox_node *n)
         ox_attr_int(c, n, "keepdims", 1, &keep) ||
         ox_attr_int(c, n, "select_last_index", 0, &last))
         return -1;
-    if (last)
-        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "select_last_index=1"),
-               -1;
     kiln_node *x = ox_f32(c, n, 0);
     kiln_shape s = kiln_node_shape(x);
     int a = ox_axis(c, n, axis, s.ndim);
@@ -144,7 +141,13 @@ static int conv_argmax(ox_ctx *c, ox_node *n)
         return -1;
     if (!strcmp(n->p->op_type, "ArgMin"))
         x = kiln_neg(c->g, x);
-    kiln_node *y = kiln_argmax(c->g, x, a);
+    /* The last of equal values: the first one of x reversed. */
+    kiln_node *y = kiln_argmax(c->g, last ? ox_flip(c, x, a) : x, a);
+    if (last) {
+        int32_t end = (int32_t)(s.d[a] - 1);
+        y = kiln_int_sub(c->g, kiln_constant(c->g, KILN_I32, KILN_SCALAR, &end),
+                         y);
+    }
     if (keep) {
         s.d[a] = 1;
         y = kiln_reshape(c->g, y, s);
@@ -343,9 +346,11 @@ static int conv_pad(ox_ctx *c, ox_node *n)
     for (int k = 0; k < count; k++)
         if (pads[k] < 0)
             return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "negative pads"), -1;
-    if (strcmp(mode, "constant"))
-        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "mode '%s'", mode), -1;
-    n->out[0] = kiln_pad(c->g, x, pads, pads + nd, value);
+    n->out[0] = strcmp(mode, "constant")
+                    ? ox_pad_mode(c, n, x, pads, mode)
+                    : kiln_pad(c->g, x, pads, pads + nd, value);
+    if (!n->out[0])
+        return -1;
     n->out_type[0] = ox_in_type(n, 0);
     return 0;
 }

@@ -1,0 +1,255 @@
+/* Converters of more ops composed from Kiln primitives: Pad's reflect and
+   edge modes, hyperbolic functions and Tan, EyeLike, CastLike, OneHot,
+   DepthToSpace, SpaceToDepth, ScatterElements and TopK. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/onnx_internal.h"
+
+kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,
+                       const int64_t *pads, const char *mode)
+{
+    kiln_shape s = kiln_node_shape(x), flat, out = s;
+    int nd = s.ndim;
+    kiln_padding how = !strcmp(mode, "reflect") ? KILN_PAD_REFLECT
+                       : !strcmp(mode, "edge")  ? KILN_PAD_REPLICATE
+                                                : 0;
+    if (!how)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "mode '%s'", mode), NULL;
+    for (int k = 0; k < nd; k++) {
+        out.d[k] += pads[k] + pads[nd + k];
+        if (k < nd - 2 && (pads[k] || pads[nd + k]))
+            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                              "mode '%s' padding other than the last two dims",
+                              mode),
+                   NULL;
+    }
+    /* Kiln pads the last two dims of a 3-D tensor: [rest, H, W]. */
+    int64_t h = nd >= 2 ? s.d[nd - 2] : 1, w = nd >= 1 ? s.d[nd - 1] : 1;
+    int64_t p[4] = {nd >= 1 ? pads[nd - 1] : 0, nd >= 1 ? pads[2 * nd - 1] : 0,
+                    nd >= 2 ? pads[nd - 2] : 0, nd >= 2 ? pads[2 * nd - 2] : 0};
+    flat = KILN_SHAPE(h && w ? kiln_shape_numel(s) / (h * w) : 0, h, w);
+    kiln_dtype dt = kiln_node_dtype(x);
+    if (dt != KILN_F32) /* Kiln pads floats; integers convert exactly */
+        x = kiln_cast(c->g, x, KILN_F32);
+    kiln_node *y = kiln_pad_mode(c->g, kiln_reshape(c->g, x, flat), p, 4, how);
+    y = kiln_reshape(c->g, y, out);
+    return dt != KILN_F32 ? kiln_cast(c->g, y, dt) : y;
+}
+
+/* Tan, Sinh, Cosh, Asinh, Acosh, Atanh from exp, log and the like. */
+static int conv_hyperbolic(ox_ctx *c, ox_node *n)
+{
+    kiln_graph *g = c->g;
+    kiln_node *x = ox_f32(c, n, 0), *y, *half = kiln_scalar(g, 0.5f);
+    kiln_node *one = kiln_scalar(g, 1);
+    const char *op = n->p->op_type;
+    if (!strcmp(op, "Tan"))
+        y = kiln_div(g, kiln_sin(g, x), kiln_cos(g, x));
+    else if (!strcmp(op, "Sinh"))
+        y = kiln_mul(
+            g, half,
+            kiln_sub(g, kiln_expm1(g, x), kiln_expm1(g, kiln_neg(g, x))));
+    else if (!strcmp(op, "Cosh"))
+        y = kiln_mul(g, half,
+                     kiln_add(g, kiln_exp(g, x), kiln_exp(g, kiln_neg(g, x))));
+    else if (!strcmp(op, "Asinh")) {
+        kiln_node *a = kiln_abs(g, x);
+        kiln_node *r = kiln_sqrt(g, kiln_add(g, kiln_mul(g, a, a), one));
+        y = kiln_mul(g, kiln_sign(g, x), kiln_log(g, kiln_add(g, a, r)));
+    } else if (!strcmp(op, "Acosh"))
+        y = kiln_log(
+            g,
+            kiln_add(g, x, kiln_sqrt(g, kiln_sub(g, kiln_mul(g, x, x), one))));
+    else
+        y = kiln_mul(
+            g, half,
+            kiln_sub(g, kiln_log1p(g, x), kiln_log1p(g, kiln_neg(g, x))));
+    ox_out(c, n, y, ox_in_type(n, 0));
+    return 0;
+}
+
+static int conv_eye_like(ox_ctx *c, ox_node *n)
+{
+    int64_t dtype, k;
+    kiln_shape s = kiln_node_shape(ox_in(c, n, 0));
+    char b[32];
+    if (ox_attr_int(c, n, "dtype", ox_in_type(n, 0), &dtype) ||
+        ox_attr_int(c, n, "k", 0, &k))
+        return -1;
+    if (!ox_type_supported((int)dtype))
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "dtype %s",
+                          ox_type_name((int)dtype, b, sizeof b)),
+               -1;
+    if (s.ndim != 2)
+        return ox_problem(c, n, KILN_ERR_SHAPE, "input of rank %d", s.ndim), -1;
+    float *v = calloc((size_t)kiln_shape_numel(s) + 1, sizeof *v);
+    if (!v)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
+    for (int64_t i = 0; i < s.d[0]; i++)
+        if (i + k >= 0 && i + k < s.d[1])
+            v[i * s.d[1] + i + k] = 1;
+    ox_out(c, n, kiln_constant(c->g, KILN_F32, s, v), (int)dtype);
+    free(v);
+    return 0;
+}
+
+/* Cast to the type of input 1 (bools: nonzero is true). */
+static int conv_cast_like(ox_ctx *c, ox_node *n)
+{
+    int to = ox_in_type(n, 1);
+    kiln_node *x = ox_in(c, n, 0);
+    if (to == OX_BOOL) {
+        kiln_node *z = kiln_eq(c->g, ox_f32(c, n, 0), kiln_scalar(c->g, 0));
+        x = kiln_sub(c->g, kiln_scalar(c->g, 1), z);
+    }
+    ox_out(c, n, x, to);
+    return 0;
+}
+
+/* values[0] where indices miss, values[1] at their depth position (a new
+   axis); negative indices count from the end. */
+static int conv_one_hot(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    const ox_host *dh = n->n_in > 1 && n->in[1] ? n->in[1]->known : NULL;
+    if (ox_attr_int(c, n, "axis", -1, &axis))
+        return -1;
+    if (!dh || dh->numel != 1)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "depth must be a scalar known while loading"),
+               -1;
+    double depth = dh->f ? dh->f[0] : (double)dh->i[0];
+    kiln_node *idx = ox_in(c, n, 0), *vals = ox_f32(c, n, 2);
+    int nd = kiln_node_shape(idx).ndim + 1, a = ox_axis(c, n, axis, nd);
+    if (a < 0 || !(depth >= 1 && depth <= INT32_MAX))
+        return a < 0 ? -1 : (ox_problem(c, n, KILN_ERR_ARG, "bad depth"), -1);
+    if (kiln_node_dtype(idx) != KILN_I32)
+        idx = kiln_cast(c->g, idx, KILN_I32);
+    idx = ox_wrap_indices(c, idx, (int64_t)depth);
+    kiln_node *oh = kiln_one_hot(c->g, idx, (int)depth);
+    int64_t zero = 0, one = 1, two = 2;
+    kiln_node *off =
+        kiln_reshape(c->g, kiln_slice(c->g, vals, &zero, &one), KILN_SCALAR);
+    kiln_node *on =
+        kiln_reshape(c->g, kiln_slice(c->g, vals, &one, &two), KILN_SCALAR);
+    kiln_node *y =
+        kiln_add(c->g, off, kiln_mul(c->g, oh, kiln_sub(c->g, on, off)));
+    int perm[KILN_MAX_DIMS];
+    for (int k = 0, at = 0; k < nd; k++)
+        perm[k] = k == a ? nd - 1 : at++;
+    ox_out(c, n, kiln_permute(c->g, y, perm), ox_in_type(n, 2));
+    return 0;
+}
+
+/* DepthToSpace (DCR or CRD) and SpaceToDepth: a reshape to 6 dims, a
+   permute and a reshape back. */
+static int conv_depth_space(ox_ctx *c, ox_node *n)
+{
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3},
+                     s2d[6] = {0, 3, 5, 1, 2, 4};
+    int64_t b;
+    char mode[8];
+    kiln_node *x = ox_in(c, n, 0);
+    kiln_shape s = kiln_node_shape(x), six, out;
+    int to_space = !strcmp(n->p->op_type, "DepthToSpace");
+    if (ox_attr_int(c, n, "blocksize", 0, &b) ||
+        ox_attr_string(c, n, "mode", "DCR", mode, sizeof mode))
+        return -1;
+    int is_crd = !strcmp(mode, "CRD");
+    if (s.ndim != 4 || b < 1 || (to_space && s.d[1] % (b * b)) ||
+        (!to_space && (s.d[2] % b || s.d[3] % b)))
+        return ox_problem(c, n, KILN_ERR_SHAPE, "blocksize %lld for this input",
+                          (long long)b),
+               -1;
+    if (!is_crd && strcmp(mode, "DCR"))
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "mode '%s'", mode), -1;
+    int64_t N = s.d[0], C = s.d[1], H = s.d[2], W = s.d[3];
+    if (to_space) {
+        six = is_crd ? KILN_SHAPE(N, C / (b * b), b, b, H, W)
+                     : KILN_SHAPE(N, b, b, C / (b * b), H, W);
+        out = KILN_SHAPE(N, C / (b * b), H * b, W * b);
+    } else {
+        six = KILN_SHAPE(N, C, H / b, b, W / b, b);
+        out = KILN_SHAPE(N, C * b * b, H / b, W / b);
+    }
+    const int *perm = !to_space ? s2d : is_crd ? crd : dcr;
+    kiln_node *y = kiln_permute(c->g, kiln_reshape(c->g, x, six), perm);
+    n->out[0] = kiln_reshape(c->g, y, out);
+    n->out_type[0] = ox_in_type(n, 0);
+    return 0;
+}
+
+/* data with updates written (reduction none) or added (add) at indices
+   along axis; written positions are found by scattering ones. */
+static int conv_scatter(ox_ctx *c, ox_node *n)
+{
+    int64_t axis;
+    char red[8];
+    kiln_graph *g = c->g;
+    if (ox_attr_int(c, n, "axis", 0, &axis) ||
+        ox_attr_string(c, n, "reduction", "none", red, sizeof red))
+        return -1;
+    kiln_node *x = ox_f32(c, n, 0), *idx = ox_in(c, n, 1), *u = ox_f32(c, n, 2);
+    kiln_shape s = kiln_node_shape(x);
+    int a = ox_axis(c, n, axis, s.ndim);
+    if (a < 0)
+        return -1;
+    idx = ox_wrap_indices(c, idx, s.d[a]);
+    kiln_node *y;
+    if (!strcmp(red, "add"))
+        y = kiln_scatter_add(g, x, a, idx, u);
+    else if (!strcmp(red, "none")) {
+        kiln_node *zero = kiln_fill(g, s, 0);
+        kiln_node *hit = kiln_scatter_add(g, zero, a, idx,
+                                          kiln_fill(g, kiln_node_shape(u), 1));
+        y = kiln_select(g, hit, kiln_scatter_add(g, zero, a, idx, u), x);
+    } else
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "reduction '%s'", red),
+               -1;
+    ox_out(c, n, y, ox_in_type(n, 0));
+    return 0;
+}
+
+/* The k largest (or smallest: of -x) along axis, sorted. */
+static int conv_topk(ox_ctx *c, ox_node *n)
+{
+    int64_t axis, largest, sorted;
+    const ox_host *kh = ox_known_ints(c, n, 1);
+    if (!kh || ox_attr_int(c, n, "axis", -1, &axis) ||
+        ox_attr_int(c, n, "largest", 1, &largest) ||
+        ox_attr_int(c, n, "sorted", 1, &sorted))
+        return -1;
+    if (!sorted)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "sorted=0"), -1;
+    kiln_node *x = ox_f32(c, n, 0), *v, *i;
+    int a = ox_axis(c, n, axis, kiln_node_shape(x).ndim);
+    if (a < 0 || kh->numel != 1 || kh->i[0] < 0 || kh->i[0] > INT32_MAX)
+        return a < 0 ? -1 : (ox_problem(c, n, KILN_ERR_ARG, "bad k"), -1);
+    if (kiln_topk(c->g, largest ? x : kiln_neg(c->g, x), (int)kh->i[0], a, &v,
+                  &i) != KILN_OK)
+        return 0; /* the graph's error is reported */
+    ox_out(c, n, largest ? v : kiln_neg(c->g, v), ox_in_type(n, 0));
+    n->out[1] = i;
+    n->out_type[1] = OX_INT64;
+    return 0;
+}
+
+const ox_op ox_misc_ops[] = {
+    {"Tan", conv_hyperbolic, ""},
+    {"Sinh", conv_hyperbolic, ""},
+    {"Cosh", conv_hyperbolic, ""},
+    {"Asinh", conv_hyperbolic, ""},
+    {"Acosh", conv_hyperbolic, ""},
+    {"Atanh", conv_hyperbolic, ""},
+    {"EyeLike", conv_eye_like, "dtype,k"},
+    {"CastLike", conv_cast_like, ""},
+    {"OneHot", conv_one_hot, "axis"},
+    {"DepthToSpace", conv_depth_space, "blocksize,mode"},
+    {"SpaceToDepth", conv_depth_space, "blocksize"},
+    {"ScatterElements", conv_scatter, "axis,reduction"},
+    {"Scatter", conv_scatter, "axis"},
+    {"TopK", conv_topk, "axis,largest,sorted"},
+    {NULL, NULL, NULL},
+};
