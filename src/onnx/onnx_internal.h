@@ -179,5 +179,10 @@ extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,
                        const int64_t *pads, const char *mode);
+/* Input i of a binary op with a as its other operand, as f32; before
+   opset 7, with broadcast=1 and an axis, reshaped to a's rank aligned at
+   axis (ONNX's old broadcast). */
+kiln_node *ox_legacy_broadcast(ox_ctx *c, const ox_node *n, kiln_node *a,
+                               int i);
 
 #endif

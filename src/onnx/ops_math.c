@@ -57,7 +57,7 @@ static int conv_binary(ox_ctx *c, ox_node *n)
     if (!y)
         return ox_problem(c, n, KILN_ERR_IO, "missing input"), -1;
     for (int i = 1; i < n->n_in; i++)
-        y = binary_ops[k].fn(c->g, y, ox_f32(c, n, i));
+        y = binary_ops[k].fn(c->g, y, ox_legacy_broadcast(c, n, y, i));
     if (!strcmp(n->p->op_type, "Mean"))
         y = kiln_scale(c->g, y, 1.0f / (float)n->n_in);
     ox_out(c, n, y, binary_ops[k].logical ? OX_BOOL : ox_in_type(n, 0));
@@ -240,10 +240,16 @@ static int conv_dropout(ox_ctx *c, ox_node *n)
             return -1;
         training = !is_test;
     } else if (n->n_in > 2 && n->in[2]) {
-        const ox_host *t = ox_known_ints(c, n, 2);
-        if (!t)
-            return -1;
-        training = t->numel && t->i[0];
+        const ox_host *t = n->in[2]->known,
+                      *r = n->in[1] ? n->in[1]->known : NULL;
+        if (!t || t->numel != 1)
+            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                              "training_mode must be known while loading"),
+                   -1;
+        training = t->f ? t->f[0] != 0 : t->i[0] != 0;
+        /* Dropping nothing is the identity, in training too. */
+        if (r && r->numel == 1 && (r->f ? r->f[0] == 0 : r->i[0] == 0))
+            training = 0;
     }
     if (training)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
@@ -273,11 +279,11 @@ const ox_op ox_math_ops[] = {
     {"Round", conv_unary, ""},
     {"Sign", conv_unary, ""},
     {"Softplus", conv_unary, ""},
-    {"Add", conv_binary, ""},
-    {"Sub", conv_binary, ""},
-    {"Mul", conv_binary, ""},
-    {"Div", conv_binary, ""},
-    {"Pow", conv_binary, ""},
+    {"Add", conv_binary, "axis,broadcast"},
+    {"Sub", conv_binary, "axis,broadcast"},
+    {"Mul", conv_binary, "axis,broadcast"},
+    {"Div", conv_binary, "axis,broadcast"},
+    {"Pow", conv_binary, "axis,broadcast"},
     {"Max", conv_binary, ""},
     {"Min", conv_binary, ""},
     {"Sum", conv_binary, ""},

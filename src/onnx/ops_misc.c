@@ -1,6 +1,7 @@
 /* Converters of more ops composed from Kiln primitives: Pad's reflect and
    edge modes, hyperbolic functions and Tan, EyeLike, CastLike, OneHot,
-   DepthToSpace, SpaceToDepth, ScatterElements and TopK. */
+   DepthToSpace, SpaceToDepth, ScatterElements, TopK, Compress, the window
+   functions, and the broadcast of ops before opset 7. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,90 @@ static int conv_topk(ox_ctx *c, ox_node *n)
     return 0;
 }
 
+kiln_node *ox_legacy_broadcast(ox_ctx *c, const ox_node *n, kiln_node *a, int i)
+{
+    kiln_node *b = ox_f32(c, n, i);
+    int64_t bc, axis;
+    if (c->opset >= 7 || !ox_attr(n, "axis") ||
+        ox_attr_int(c, n, "broadcast", 0, &bc) ||
+        ox_attr_int(c, n, "axis", 0, &axis) || !bc)
+        return b;
+    kiln_shape as = kiln_node_shape(a), bs = kiln_node_shape(b), s = {0};
+    int at = ox_axis(c, n, axis, as.ndim);
+    if (at < 0 || at + bs.ndim > as.ndim)
+        return NULL; /* recorded, or the op names the shapes */
+    s.ndim = as.ndim;
+    for (int k = 0; k < s.ndim; k++)
+        s.d[k] = k >= at && k < at + bs.ndim ? bs.d[k - at] : 1;
+    return kiln_reshape(c->g, b, s);
+}
+
+/* The slices of x along axis (x flattened without one) where the known
+   condition holds. */
+static int conv_compress(ox_ctx *c, ox_node *n)
+{
+    const ox_value *cv = n->n_in > 1 ? n->in[1] : NULL;
+    const ox_host *h = cv ? cv->known : NULL;
+    kiln_node *x = ox_in(c, n, 0);
+    int64_t axis;
+    if (!h || h->shape.ndim != 1)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "condition must be a vector known while loading"),
+               -1;
+    if (ox_attr_int(c, n, "axis", 0, &axis))
+        return -1;
+    int a = 0;
+    if (!ox_attr(n, "axis"))
+        x = kiln_reshape(c->g, x, KILN_SHAPE(-1));
+    else if ((a = ox_axis(c, n, axis, kiln_node_shape(x).ndim)) < 0)
+        return -1;
+    int64_t len = kiln_node_shape(x).d[a], kept = 0;
+    int32_t *idx = malloc((size_t)h->numel * sizeof *idx + 1);
+    if (!idx)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
+    for (int64_t k = 0; k < h->numel && k < len; k++)
+        if (h->f ? h->f[k] != 0 : h->i[k] != 0)
+            idx[kept++] = (int32_t)k;
+    kiln_node *in = kiln_constant(c->g, KILN_I32, KILN_SHAPE(kept), idx);
+    free(idx);
+    n->out[0] = kiln_index_select(c->g, x, a, in);
+    n->out_type[0] = ox_in_type(n, 0);
+    return 0;
+}
+
+/* Hann, Hamming and Blackman windows of a known size: sums of cosines
+   a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N the size (periodic) or
+   the size - 1 (symmetric). */
+static int conv_window(ox_ctx *c, ox_node *n)
+{
+    int64_t periodic, dtype;
+    const ox_host *h = ox_known_ints(c, n, 0);
+    const char *op = n->p->op_type;
+    double a1 = !strcmp(op, "HammingWindow") ? 21.0 / 46 : 0.5;
+    double a0 = !strcmp(op, "BlackmanWindow") ? 0.42 : 1 - a1;
+    double a2 = !strcmp(op, "BlackmanWindow") ? 0.08 : 0;
+    if (!h || ox_attr_int(c, n, "periodic", 1, &periodic) ||
+        ox_attr_int(c, n, "output_datatype", OX_FLOAT, &dtype))
+        return -1;
+    if (h->numel != 1 || h->i[0] < 0 || h->i[0] > INT32_MAX ||
+        !ox_type_supported((int)dtype))
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "size or output type"),
+               -1;
+    int64_t size = h->i[0];
+    double N = (double)(periodic ? size : size - 1);
+    float *v = malloc((size_t)size * sizeof *v + 1);
+    if (!v)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
+    for (int64_t k = 0; k < size; k++) {
+        double t = 2 * 3.14159265358979323846 * (double)k / N;
+        v[k] = (float)(a0 - a1 * cos(t) + a2 * cos(2 * t));
+    }
+    ox_out(c, n, kiln_constant(c->g, KILN_F32, KILN_SHAPE(size), v),
+           (int)dtype);
+    free(v);
+    return 0;
+}
+
 const ox_op ox_misc_ops[] = {
     {"Tan", conv_hyperbolic, ""},
     {"Sinh", conv_hyperbolic, ""},
@@ -251,5 +336,9 @@ const ox_op ox_misc_ops[] = {
     {"ScatterElements", conv_scatter, "axis,reduction"},
     {"Scatter", conv_scatter, "axis"},
     {"TopK", conv_topk, "axis,largest,sorted"},
+    {"Compress", conv_compress, "axis"},
+    {"HannWindow", conv_window, "output_datatype,periodic"},
+    {"HammingWindow", conv_window, "output_datatype,periodic"},
+    {"BlackmanWindow", conv_window, "output_datatype,periodic"},
     {NULL, NULL, NULL},
 };

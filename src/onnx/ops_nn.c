@@ -176,13 +176,21 @@ static int conv_pool(ox_ctx *c, ox_node *n)
     int wide = 0;
     for (int k = 0; k < w.nsp; k++)
         wide |= 2 * w.lo[k] > w.k[k] || 2 * w.hi[k] > w.k[k];
+    /* Kiln's pool cannot leave such pads out of the count: all pads are
+       explicit zeros and the sum is divided by the pool of a ones mask. */
+    int exact = 0;
     for (int k = 0; !max && !cip && k < w.nsp; k++)
-        if (w.lo[k] != w.hi[k] || wide)
-            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                              "pads uneven or over half the kernel without "
-                              "count_include_pad"),
-                   -1;
-    x = to_2d(c, even_pads(c, x, &w, max ? -INFINITY : 0, wide), &w);
+        exact |= w.lo[k] != w.hi[k] || wide;
+    if (exact && ceil_mode)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "ceil_mode with pads uneven or over half the kernel "
+                          "without count_include_pad"),
+               -1;
+    window wc = w;
+    kiln_node *count =
+        exact ? to_2d(c, even_pads(c, kiln_fill(c->g, xs, 1), &wc, 0, 1), &wc)
+              : NULL;
+    x = to_2d(c, even_pads(c, x, &w, max ? -INFINITY : 0, wide || exact), &w);
     int kk[2] = {(int)w.k[0], (int)w.k[1]}, st[2] = {w.stride[0], w.stride[1]};
     int pd[2] = {(int)w.lo[0], (int)w.lo[1]}, dl[2] = {w.dil[0], w.dil[1]};
     kiln_node *y;
@@ -193,6 +201,8 @@ static int conv_pool(ox_ctx *c, ox_node *n)
                -1;
     else
         y = kiln_avg_pool2d(c->g, x, kk, st, pd, ceil_mode != 0, cip != 0);
+    if (count)
+        y = kiln_div(c->g, y, kiln_avg_pool2d(c->g, count, kk, st, pd, 0, 1));
     ox_out(c, n, from_2d(c, y, w.nsp), max ? ox_in_type(n, 0) : OX_FLOAT);
     return 0;
 }
@@ -226,11 +236,13 @@ static kiln_node *per_channel(ox_ctx *c, kiln_node *v, int nd)
 static int conv_batch_norm(ox_ctx *c, ox_node *n)
 {
     float eps;
-    int64_t training, spatial;
+    int64_t training, spatial, is_test;
     if (ox_attr_float(c, n, "epsilon", 1e-5f, &eps) ||
         ox_attr_int(c, n, "training_mode", 0, &training) ||
-        ox_attr_int(c, n, "spatial", 1, &spatial))
+        ox_attr_int(c, n, "spatial", 1, &spatial) ||
+        ox_attr_int(c, n, "is_test", c->opset >= 7, &is_test))
         return -1;
+    training |= !is_test; /* before opset 7, training unless is_test */
     if (training || n->n_out > 1 || !spatial)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "training mode or non-spatial statistics"),
@@ -314,7 +326,7 @@ const ox_op ox_nn_ops[] = {
     {"GlobalAveragePool", conv_global_pool, ""},
     {"GlobalMaxPool", conv_global_pool, ""},
     {"BatchNormalization", conv_batch_norm,
-     "epsilon,momentum,training_mode,spatial"},
+     "epsilon,is_test,momentum,training_mode,spatial"},
     {"LayerNormalization", conv_layer_norm, "axis,epsilon,stash_type"},
     {"InstanceNormalization", conv_instance_norm, "epsilon"},
     {NULL, NULL, NULL},

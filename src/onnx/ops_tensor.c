@@ -357,7 +357,7 @@ static int conv_pad(ox_ctx *c, ox_node *n)
 
 const ox_op ox_tensor_ops[] = {
     {"MatMul", conv_matmul, ""},
-    {"Gemm", conv_gemm, "alpha,beta,transA,transB"},
+    {"Gemm", conv_gemm, "alpha,beta,broadcast,transA,transB"},
     {"ReduceSum", conv_reduce, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceMean", conv_reduce, "axes,keepdims"},
     {"ReduceMax", conv_reduce, "axes,keepdims"},
