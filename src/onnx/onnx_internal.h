@@ -174,7 +174,7 @@ extern const ox_op ox_math_ops[], ox_shape_ops[], ox_tensor_ops[], ox_nn_ops[];
 /* Added by issue 13's second round: losses, ops_more.c's, Resize and
    ops_extra.c's and ops_misc.c's. */
 extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
-    ox_extra_ops[], ox_misc_ops[];
+    ox_extra_ops[], ox_misc_ops[], ox_nd_ops[];
 /* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,
