@@ -226,8 +226,9 @@ kiln_node *kiln_flatten(kiln_graph *g, kiln_node *x, int start_dim,
    message names the op, the index and its position; shapes are checked
    when building (errors name the function and the shapes). */
 
-/* torch.index_select: the slices of x (f32 or i32) at idx ([K] or 0-d)
-   along axis (negative counts from the end): x's shape with K on axis. */
+/* torch.index_select: the slices of x (f32 or i32) at idx ([K], or 0-d
+   as [1]) along axis (negative counts from the end): x's shape with K on
+   axis. */
 kiln_node *kiln_index_select(kiln_graph *g, kiln_node *x, int axis,
                              kiln_node *idx);
 /* torch.index_add: x (f32) plus src's slice k added into x's slice idx[k]
@@ -284,7 +285,8 @@ kiln_node *kiln_reduce_min(kiln_graph *g, kiln_node *x, unsigned axes,
 kiln_node *kiln_logsumexp(kiln_graph *g, kiln_node *x, unsigned axes,
                           int keepdims);
 /* torch.var / torch.std over the axes with the given correction (1:
-   unbiased, 0: biased). */
+   unbiased, 0: biased); a correction that is not finite poisons the
+   graph. */
 kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
                          float correction, int keepdims);
 kiln_node *kiln_std(kiln_graph *g, kiln_node *x, unsigned axes,
@@ -294,7 +296,7 @@ kiln_node *kiln_std(kiln_graph *g, kiln_node *x, unsigned axes,
 /* Options of kiln_scaled_dot_product_attention; NULL means all defaults. */
 typedef struct kiln_attention_options {
     int causal;  /* query i sees keys 0..i only (PyTorch's is_causal) */
-    float scale; /* multiplies q k^T; 0: 1 / sqrt(D) */
+    float scale; /* multiplies q k^T; 0: 1 / sqrt(D); NaN or inf refused */
 } kiln_attention_options;
 /* As torch.nn.functional.scaled_dot_product_attention: softmax(q k^T *
    scale + mask) v for q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,E] (or all
@@ -315,8 +317,8 @@ kiln_node *kiln_split_heads(kiln_graph *g, kiln_node *x, int heads);
 kiln_node *kiln_merge_heads(kiln_graph *g, kiln_node *x);
 /* As torch.nn.functional.rms_norm over the last ndims dims of x: x /
    sqrt(mean(x^2) + eps) * weight; weight (NULL: none) has the shape of
-   those dims; eps < 0 means FLT_EPSILON (PyTorch's None).  A bad ndims or
-   weight shape poisons the graph. */
+   those dims; eps < 0 means FLT_EPSILON (PyTorch's None).  A bad ndims,
+   weight shape or a NaN or infinite eps poisons the graph. */
 kiln_node *kiln_rms_norm(kiln_graph *g, kiln_node *x, int ndims,
                          kiln_node *weight, float eps);
 
@@ -370,9 +372,10 @@ kiln_node *kiln_mode(kiln_graph *g);
    variance and updates running_mean and running_var (non-trainable f32 [C]
    variables, both or neither) as (1 - momentum) * running + momentum *
    batch, with the unbiased batch variance; in evaluation, normalises with
-   them (with neither, always with the batch's).  weight and bias ([C]) may
-   be NULL: no affine.  Compiling anything that needs the result runs the
-   updates (kiln_forward always does); momentum in [0, 1], eps >= 0.
+   them (with neither, always with the batch's); an empty batch leaves them
+   as they are.  weight and bias ([C]) may be NULL: no affine.  Compiling
+   anything that needs the result runs the updates (kiln_forward always
+   does); momentum in [0, 1], eps >= 0.
    Errors (shapes, NULL x, bad momentum or eps) poison the graph; training
    on one value per channel is a run-time error, as in PyTorch. */
 kiln_node *kiln_batch_norm(kiln_graph *g, kiln_node *x, kiln_node *weight,

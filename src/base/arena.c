@@ -34,8 +34,15 @@ static kiln_arena_block *take_block(kiln_arena *a, size_t need)
     return b;
 }
 
+/* No machine Kiln runs on has this much memory; asking for more (a
+   constant of 2^40 floats) fails here instead of in the allocator, which
+   under AddressSanitizer aborts rather than return NULL. */
+#define ARENA_MAX_BYTES ((size_t)1 << 40)
+
 void *kiln_arena_alloc(kiln_arena *a, size_t bytes)
 {
+    if (bytes > ARENA_MAX_BYTES)
+        return NULL;
     size_t need = (bytes + 63) / 64 * 64;
     if (need == 0)
         need = 64;

@@ -150,7 +150,9 @@ kiln_status kiln_cpu_check_norm(const kiln_node *n, void *const *in, char *msg,
         !training(n, in, 3))
         return KILN_OK;
     kiln_norm_view v = view_of(n);
-    if (v.m > 1)
+    /* PyTorch refuses exactly one value; none gives an empty result and
+       leaves the running statistics alone */
+    if (v.m != 1)
         return KILN_OK;
     char b[96];
     if (msg && len)

@@ -79,6 +79,9 @@ kiln_node *kiln_scaled_dot_product_attention(kiln_graph *g, kiln_node *q,
         return kiln_null_graph(fn);
     if (!check_qkv(g, fn, q, k, v) || (mask && !kiln_graph_check(g, fn, mask)))
         return &g->poison;
+    if (opt && !isfinite(opt->scale))
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: scale %g is not finite",
+                               fn, (double)opt->scale);
     int three_d = q->shape.ndim == 3;
     kiln_node *in[4] = {q, k, v, NULL};
     if (three_d)
@@ -143,8 +146,14 @@ kiln_node *kiln_rms_norm(kiln_graph *g, kiln_node *x, int ndims,
     if (!g)
         return kiln_null_graph(fn);
     if (!kiln_graph_check(g, fn, x) || !check_f32(g, fn, x) ||
-        (weight && !kiln_graph_check(g, fn, weight)))
+        (weight &&
+         (!kiln_graph_check(g, fn, weight) || !check_f32(g, fn, weight))))
         return &g->poison;
+    /* a negative eps asks for the default; NaN or inf would make every
+       output NaN or 0 */
+    if (!isfinite(eps))
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: eps %g is not finite", fn,
+                               (double)eps);
     int nd = x->shape.ndim;
     if (ndims < 1 || ndims > nd)
         return kiln_graph_fail(g, KILN_ERR_ARG,

@@ -1,6 +1,8 @@
 /* Builders of the convolutions (PyTorch's conv1d, conv2d and
    conv_transpose2d): the window from kiln_conv_params, the bias as a
    broadcast add over the channel dim. */
+#include <limits.h>
+
 #include "graph/builders.h"
 #include "graph/conv.h"
 
@@ -63,7 +65,12 @@ static int conv_window(kiln_graph *g, const char *fn, const kiln_conv_params *p,
         }
         win->stride[i] = s ? s : 1;
         win->dilation[i] = dil ? dil : 1;
-        win->kernel[i] = w.ndim == nd + 2 ? (int)w.d[2 + i] : 1;
+        /* a kernel beyond int fits no input: clamped, the shape rule
+           then names the weight */
+        win->kernel[i] =
+            w.ndim == nd + 2
+                ? (int)(w.d[2 + i] < INT_MAX ? w.d[2 + i] : INT_MAX)
+                : 1;
         win->out_pad[i] = p->output_padding[i];
         win->pad_lo[i] = win->pad_hi[i] = pad;
         if (p->flags & KILN_PAD_SAME) {
@@ -74,9 +81,16 @@ static int conv_window(kiln_graph *g, const char *fn, const kiln_conv_params *p,
                                 fn, i, win->stride[i]);
                 return 0;
             }
-            int total = win->dilation[i] * (win->kernel[i] - 1);
-            win->pad_lo[i] = total / 2;
-            win->pad_hi[i] = total - total / 2;
+            int64_t total = (int64_t)win->dilation[i] * (win->kernel[i] - 1);
+            if (total > INT_MAX) {
+                kiln_graph_fail(g, KILN_ERR_ARG,
+                                "%s: 'same' padding of dim %d: dilation %d "
+                                "times kernel %d - 1 is too large",
+                                fn, i, win->dilation[i], win->kernel[i]);
+                return 0;
+            }
+            win->pad_lo[i] = (int)(total / 2);
+            win->pad_hi[i] = (int)(total - total / 2);
         }
     }
     return 1;

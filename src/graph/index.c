@@ -27,11 +27,15 @@ static kiln_node *build(kiln_graph *g, const char *fn, kiln_op op, kiln_node *x,
     if (a < 0)
         return &g->poison;
     char b[SHAPE_BUF];
-    if ((op == KILN_OP_INDEX_SELECT || op == KILN_OP_INDEX_ADD) &&
-        idx->shape.ndim > 1)
-        return kiln_graph_fail(g, KILN_ERR_SHAPE,
-                               "%s: indices %s must have at most one dim", fn,
-                               S(idx->shape, b));
+    if (op == KILN_OP_INDEX_SELECT || op == KILN_OP_INDEX_ADD) {
+        if (idx->shape.ndim > 1)
+            return kiln_graph_fail(g, KILN_ERR_SHAPE,
+                                   "%s: indices %s must have at most one dim",
+                                   fn, S(idx->shape, b));
+        /* PyTorch keeps the axis for a 0-d index: one slice */
+        if (idx->shape.ndim == 0)
+            idx = kiln_reshape(g, idx, KILN_SHAPE(1));
+    }
     return kiln_index_op(g, op, x, a, idx, src, fn);
 }
 

@@ -294,6 +294,13 @@ kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
         return fn ? kiln_graph_fail(g, st, "%s: %s", fn, why)
                   : kiln_graph_fail(g, st, "kiln_%s: %s",
                                     kiln_op_table[proto->op].name, why);
+    /* kiln_node_make refuses it too, but could only name the op */
+    const char *big = kiln_shape_size(s, kiln_dtype_size(dt), NULL, NULL);
+    if (big && fn) {
+        char b[SHAPE_BUF];
+        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: result shape %s %s", fn,
+                               S(s, b), big);
+    }
     kiln_node *n = kiln_node_make(g, proto->op, dt, s, proto->in, proto->n_in);
     if (n->op == proto->op) {
         if (kiln_op_table[n->op].attrs) /* else n->at is the arena's zeros */

@@ -66,6 +66,10 @@ static kiln_status weight_ok(kiln_shape x, kiln_shape w, const kiln_window *win,
     if (x.ndim != nd + 2 || w.ndim != nd + 2)
         return WHY("input %s and weight %s must both have %d dims", S(x, b1),
                    S(w, b2), nd + 2);
+    /* PyTorch refuses a convolution to no channels too */
+    if (w.d[0] < 1)
+        return WHY("weight %s has no %s channels", S(w, b2),
+                   transpose ? "input" : "output");
     for (int i = 0; i < nd; i++)
         if (w.d[2 + i] != win->kernel[i])
             return WHY("weight %s: kernel size %lld of dim %d, the window "

@@ -104,16 +104,20 @@ static kiln_node *stats_row(kiln_graph *g, kiln_node *stats, int r)
 }
 
 /* In training, running = (1 - momentum) running + momentum batch (the
-   variance unbiased by count / (count - 1)); in evaluation unchanged. */
+   variance unbiased by count / (count - 1) = 1 / (1 - 1 / count)); in
+   evaluation, and as PyTorch for an empty batch (1 / count NaN: a compiled
+   function may run at batch 0), unchanged. */
 static void update_running(kiln_graph *g, kiln_node *y, kiln_node *stats,
                            kiln_node *const run[2], kiln_node *mode,
                            float momentum)
 {
     kiln_node *x = stats->in[0];
     unsigned axes = KILN_ALL_AXES & ~2u & ((1u << x->shape.ndim) - 1);
-    kiln_node *count = kiln_count_scalar(g, x->shape, axes, 1.0f, 0);
-    kiln_node *unbias =
-        kiln_div(g, count, kiln_sub(g, count, kiln_scalar(g, 1.0f)));
+    kiln_node *inv = kiln_count_scalar(g, x->shape, axes, 1.0f, 1);
+    kiln_node *unbias = kiln_div(g, kiln_scalar(g, 1.0f),
+                                 kiln_sub(g, kiln_scalar(g, 1.0f), inv));
+    kiln_node *rows = kiln_eq(g, inv, inv);
+    /* the select on the mode itself: the inference passes look for it */
     kiln_node *training = kiln_cast(g, mode, KILN_F32);
     for (int r = 0; r < 2; r++) {
         kiln_node *batch = stats_row(g, stats, r);
@@ -121,6 +125,7 @@ static void update_running(kiln_graph *g, kiln_node *y, kiln_node *stats,
             batch = kiln_mul(g, batch, unbias);
         kiln_node *mixed = kiln_add(g, kiln_scale(g, run[r], 1.0f - momentum),
                                     kiln_scale(g, batch, momentum));
+        mixed = kiln_select(g, rows, mixed, run[r]);
         kiln_node *next = kiln_select(g, training, mixed, run[r]);
         kiln_graph_add_effect(g, y, kiln_assign(g, run[r], next));
     }

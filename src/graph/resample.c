@@ -52,11 +52,13 @@ kiln_node *kiln_pad_mode(kiln_graph *g, kiln_node *x, const int64_t *pad,
     const char *fn = "kiln_pad_mode";
     if (!g)
         return kiln_null_graph(fn);
-    if (!pad || (n_pad != 2 && n_pad != 4))
+    if (!pad)
+        return kiln_graph_fail(g, KILN_ERR_ARG, "%s: pad is NULL", fn);
+    if (n_pad != 2 && n_pad != 4)
         return kiln_graph_fail(g, KILN_ERR_ARG,
                                "%s: want 2 or 4 pad sizes (left, right[, top, "
                                "bottom]), got %d",
-                               fn, pad ? n_pad : 0);
+                               fn, n_pad);
     if (mode != KILN_PAD_REFLECT && mode != KILN_PAD_REPLICATE)
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s: unknown mode %d", fn,
                                (int)mode);
@@ -80,8 +82,8 @@ static int64_t up_size(int64_t in, const int64_t *size, const double *scale,
 {
     if (size)
         return size[d];
-    if (!isfinite(scale[d]) || scale[d] <= 0 || in * scale[d] > BIG)
-        return 0;
+    if (in * scale[d] > BIG) /* refused by the caller as too large */
+        return (int64_t)BIG + 1;
     w->inv_scale[d] = (float)(1.0 / scale[d]);
     return (int64_t)floor((double)in * scale[d]);
 }
@@ -113,6 +115,12 @@ kiln_node *kiln_upsample2d(kiln_graph *g, kiln_node *x, const int64_t *size,
                                            : KILN_RESAMPLE_BILINEAR;
     w.flags = align_corners ? KILN_WINDOW_ALIGN_CORNERS : 0;
     kiln_shape s = x->shape;
+    for (int d = 0; d < 2 && scale; d++)
+        if (!isfinite(scale[d]) || scale[d] <= 0)
+            return kiln_graph_fail(g, KILN_ERR_ARG,
+                                   "%s: scale %g along dim %d must be positive "
+                                   "and finite",
+                                   fn, scale[d], 2 + d);
     for (int d = 0; d < 2; d++) {
         int64_t in = s.d[2 + d], out = up_size(in, size, scale, d, &w);
         if (in < 1 || out < 1 || out > BIG)

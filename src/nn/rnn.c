@@ -32,7 +32,6 @@ static int check_cell(kiln_graph *g, const char *fn, int n, kiln_node *x,
             return 0;
     if (b_hh && (!kiln_graph_check(g, fn, b_hh) || !check_f32(g, fn, b_hh)))
         return 0;
-    char b1[SHAPE_BUF], b2[SHAPE_BUF], b3[SHAPE_BUF], b4[SHAPE_BUF];
     int64_t bsz = x->shape.d[0], hid = h->shape.ndim == 2 ? h->shape.d[1] : 0;
     kiln_shape wi = KILN_SHAPE(n * hid, x->shape.ndim == 2 ? x->shape.d[1] : 0);
     kiln_shape wh = KILN_SHAPE(n * hid, hid), bs = KILN_SHAPE(n * hid);
@@ -42,15 +41,23 @@ static int check_cell(kiln_graph *g, const char *fn, int n, kiln_node *x,
              (!c || kiln_shape_equal(c->shape, h->shape)) &&
              (!b_ih || kiln_shape_equal(b_ih->shape, bs)) &&
              (!b_hh || kiln_shape_equal(b_hh->shape, bs));
-    if (!ok)
-        kiln_graph_fail(g, KILN_ERR_SHAPE,
-                        "%s: x %s, h %s, w_ih %s, w_hh %s: want x [B,I], h "
-                        "[B,H]%s, w_ih [%dH,I], w_hh [%dH,H] and biases "
-                        "[%dH] or NULL",
-                        fn, S(x->shape, b1), S(h->shape, b2),
-                        S(w_ih->shape, b3), S(w_hh->shape, b4),
-                        c ? ", c [B,H]" : "", n, n, n);
-    return ok;
+    if (ok)
+        return 1;
+    /* every operand given, named with its shape */
+    const char *names[7] = {"x", "h", "c", "w_ih", "w_hh", "b_ih", "b_hh"};
+    kiln_node *given[7] = {x, h, c, w_ih, w_hh, b_ih, b_hh};
+    char got[7 * (SHAPE_BUF + 8)] = "", b[SHAPE_BUF];
+    size_t at = 0;
+    for (int i = 0; i < 7 && at < sizeof got; i++)
+        if (given[i])
+            at += (size_t)snprintf(got + at, sizeof got - at, "%s%s %s",
+                                   at ? ", " : "", names[i],
+                                   S(given[i]->shape, b));
+    kiln_graph_fail(g, KILN_ERR_SHAPE,
+                    "%s: %s: want x [B,I], h [B,H]%s, w_ih [%dH,I], w_hh "
+                    "[%dH,H] and biases [%dH] or NULL",
+                    fn, got, c ? ", c [B,H]" : "", n, n, n);
+    return 0;
 }
 
 kiln_status kiln_lstm_cell(kiln_graph *g, kiln_node *x, kiln_node *h,

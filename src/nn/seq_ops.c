@@ -48,10 +48,17 @@ static kiln_node *triangle(kiln_graph *g, const char *fn, kiln_node *x, int k,
                                S(x->shape, b));
     int64_t r = x->shape.d[x->shape.ndim - 2],
             c = x->shape.d[x->shape.ndim - 1];
-    kiln_node *mask = kiln_fill(g, KILN_SHAPE(r, c), 0.0f);
+    float *m = kiln_graph_alloc(g, (size_t)(r * c) * sizeof *m);
+    if (!m)
+        return kiln_graph_fail(g, KILN_ERR_MEMORY,
+                               "%s: out of memory for the [%lld,%lld] mask of "
+                               "%s",
+                               fn, (long long)r, (long long)c, S(x->shape, b));
+    kiln_node *mask = kiln_node_make(g, KILN_OP_CONSTANT, KILN_F32,
+                                     KILN_SHAPE(r, c), NULL, 0);
     if (mask->op != KILN_OP_CONSTANT)
         return mask;
-    float *m = (float *)mask->at.data;
+    mask->at.data = m;
     for (int64_t i = 0; i < r; i++)
         for (int64_t j = 0; j < c; j++)
             m[i * c + j] = (lower ? j - i <= k : j - i >= k) ? 1.0f : 0.0f;
@@ -150,15 +157,19 @@ kiln_node *kiln_logsumexp(kiln_graph *g, kiln_node *x, unsigned axes,
 
 /* sum((x - mean)^2) / (N - correction), N the count over the axes: 1 / N
    is a count constant (re-derived per symbolic size), and 1 / (N - c) =
-   (1/N) / (1 - c/N).  N <= correction gives inf or NaN, as PyTorch. */
-kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
-                         float correction, int keepdims)
+   (1/N) / (1 - c/N).  N <= correction gives inf or NaN, as PyTorch; a
+   correction that is not finite would make every result NaN or 0. */
+static kiln_node *variance(kiln_graph *g, const char *fn, kiln_node *x,
+                           unsigned axes, float correction, int keepdims)
 {
-    const char *fn = "kiln_variance";
     if (!g)
         return kiln_null_graph(fn);
     if (!operand(g, fn, x))
         return &g->poison;
+    if (!isfinite(correction))
+        return kiln_graph_fail(g, KILN_ERR_ARG,
+                               "%s: correction %g is not finite", fn,
+                               (double)correction);
     kiln_node *s = kiln_reduce_op(g, KILN_OP_SUM, x, axes, 1, fn);
     if (s->op == KILN_OP_ERROR)
         return s;
@@ -172,9 +183,15 @@ kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
     return kiln_mul(g, ss, k);
 }
 
+kiln_node *kiln_variance(kiln_graph *g, kiln_node *x, unsigned axes,
+                         float correction, int keepdims)
+{
+    return variance(g, "kiln_variance", x, axes, correction, keepdims);
+}
+
 kiln_node *kiln_std(kiln_graph *g, kiln_node *x, unsigned axes,
                     float correction, int keepdims)
 {
-    kiln_node *v = kiln_variance(g, x, axes, correction, keepdims);
+    kiln_node *v = variance(g, "kiln_std", x, axes, correction, keepdims);
     return g && v->op != KILN_OP_ERROR ? kiln_sqrt(g, v) : v;
 }
