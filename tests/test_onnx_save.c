@@ -87,6 +87,13 @@ static void build_cnn(model *m)
         kiln_conv2d(g, m->x, var(m, "c0.W", KILN_SHAPE(4, 1, 3, 3), 0.6),
                     var(m, "c0.b", KILN_SHAPE(4), 0.3), &p1);
     h = kiln_max_pool2d(g, h, two, NULL, NULL, NULL, 0);
+    kiln_conv_params up = {.stride = {2, 2},
+                           .padding = {1, 1},
+                           .output_padding = {1, 1},
+                           .groups = 2};
+    m->out[1] =
+        kiln_conv_transpose2d(g, h, var(m, "up.W", KILN_SHAPE(4, 1, 3, 3), 0.5),
+                              var(m, "up.b", KILN_SHAPE(2), 0.5), &up);
     h = kiln_conv2d(g, h, var(m, "c1.W", KILN_SHAPE(6, 2, 3, 3), 0.4), NULL,
                     &p2);
     h = kiln_relu(g, bn(m, h, "bn1", 6));
@@ -97,7 +104,7 @@ static void build_cnn(model *m)
     h = kiln_dropout(g, kiln_relu(g, h), 0.5f);
     m->out[0] = kiln_affine(g, h, var(m, "fc1.W", KILN_SHAPE(16, 10), 0.3),
                             var(m, "fc1.b", KILN_SHAPE(10), 0.3));
-    m->n_out = 1;
+    m->n_out = 2;
 }
 
 static kiln_node *conv3(model *m, kiln_node *x, const char *name)
@@ -350,8 +357,9 @@ static void test_mlp(void **state)
 static void test_cnn(void **state)
 {
     (void)state;
-    round_trip(build_cnn, "cnn.onnx",
-               "Conv MaxPool AveragePool BatchNormalization -Dropout");
+    round_trip(
+        build_cnn, "cnn.onnx",
+        "Conv ConvTranspose MaxPool AveragePool BatchNormalization -Dropout");
 }
 
 static void test_resblock(void **state)

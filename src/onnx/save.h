@@ -115,7 +115,7 @@ Onnx__ValueInfoProto *sv_value_info(sv_ctx *c, const char *name, kiln_dtype dt,
 void sv_emit(sv_ctx *c, const kiln_node *n);
 /* Reshape, permute, broadcast, slice and pad (save_move.c). */
 void sv_emit_move(sv_ctx *c, const kiln_node *n);
-/* The window, normalisation and softmax forms (save_nn.c). */
+/* Convolutions, pools and normalisations (save_nn.c). */
 void sv_emit_conv(sv_ctx *c, const kiln_node *n);
 void sv_emit_pool(sv_ctx *c, const kiln_node *n);
 void sv_emit_norm(sv_ctx *c, const kiln_node *n, const sv_match *m);

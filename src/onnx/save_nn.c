@@ -23,21 +23,28 @@ static void window_attrs(sv_ctx *c, Onnx__NodeProto *p, const kiln_window *w,
         sv_attr_ints(c, p, "dilations", dl, w->nd);
 }
 
-/* conv(x, w[, b]) with the relu conv_fuse (or KILN_CONV_RELU) put in. */
+/* conv(x, w[, b]) with the relu conv_fuse (or KILN_CONV_RELU) put in, and
+   conv_transpose(x, w) (its bias is an add of its own). */
 void sv_emit_conv(sv_ctx *c, const kiln_node *n)
 {
     const kiln_window *w = &n->at.win;
+    int conv = n->op == KILN_OP_CONV;
     const char *in[3] = {sv_name(c, n->in[0]), sv_name(c, n->in[1]),
                          n->n_in > 2 ? sv_name(c, n->in[2]) : NULL};
-    int relu = (w->flags & KILN_WINDOW_RELU) != 0;
+    int relu = conv && (w->flags & KILN_WINDOW_RELU);
     const char *y = relu ? sv_temp(c, n, "conv") : sv_name(c, n);
-    Onnx__NodeProto *p = sv_op(c, "Conv", in, n->n_in > 2 ? 3 : 2, y);
-    int64_t k[3];
-    for (int d = 0; d < w->nd; d++)
+    Onnx__NodeProto *p =
+        sv_op(c, conv ? "Conv" : "ConvTranspose", in, n->n_in, y);
+    int64_t k[3], out_pad[3];
+    for (int d = 0; d < w->nd; d++) {
         k[d] = n->in[1]->shape.d[2 + d];
+        out_pad[d] = conv ? 0 : w->out_pad[d];
+    }
     sv_attr_ints(c, p, "kernel_shape", k, w->nd);
     window_attrs(c, p, w, 1);
     sv_attr_int(c, p, "group", w->groups);
+    if (!conv)
+        sv_attr_ints(c, p, "output_padding", out_pad, w->nd);
     if (relu)
         sv_op1(c, "Relu", y, sv_name(c, n));
 }

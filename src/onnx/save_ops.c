@@ -254,6 +254,7 @@ static int emit_other(sv_ctx *c, const kiln_node *n)
         sv_emit_move(c, n);
         return 1;
     case KILN_OP_CONV:
+    case KILN_OP_CONV_TRANSPOSE:
         sv_emit_conv(c, n);
         return 1;
     case KILN_OP_MAX_POOL2D:
