@@ -272,9 +272,15 @@ static void convert_node(ox_ctx *c, const Onnx__NodeProto *p)
         } else if (c->n_problems == before && !n.out[0] && n.n_out)
             ox_problem(c, &n, KILN_ERR_UNSUPPORTED, "not converted");
     }
-    for (int k = 0; k < n.n_out; k++)
-        if (p->output[k] && *p->output[k])
+    /* Known values of an output without a name (or past the node's
+       count: converters set output 0 whatever it is) have no reader. */
+    for (int k = 0; k < OX_MAX_IO; k++)
+        if (k < n.n_out && p->output[k] && *p->output[k])
             add_value(c, p->output[k], n.out[k], n.out_type[k], n.out_known[k]);
+        else {
+            ox_host_free(n.out_known[k]);
+            free(n.out_known[k]);
+        }
 }
 
 static void read_opset(ox_ctx *c, const Onnx__ModelProto *mp)
