@@ -459,6 +459,11 @@ static void test_pad_upsample_flatten_args(void **state)
         BAD(kiln_upsample2d(f->g, f->x, NULL, bad_scale[i],
                             KILN_UPSAMPLE_BILINEAR, 0),
             up, "scale");
+    /* an empty spatial dim has nothing to interpolate */
+    BAD(kiln_upsample2d(f->g,
+                        kiln_input(f->g, "e", KILN_F32, KILN_SHAPE(1, 1, 0, 4)),
+                        s44, NULL, KILN_UPSAMPLE_BILINEAR, 0),
+        up, "got 0 -> 4 along dim 2");
     /* a scale that gives an output beyond 2^30 */
     BAD(kiln_upsample2d(f->g, f->x, NULL, schuge, KILN_UPSAMPLE_NEAREST, 0), up,
         "sizes");
@@ -542,6 +547,8 @@ static void test_norm_args(void **state)
         "[4]");
     BAD(kiln_layer_norm(f->g, f->x, KILN_SHAPE(8), NULL, f->o, 1e-5f), ln,
         "another graph");
+    /* PyTorch: normalized_shape must have at least one dim */
+    BAD(kiln_layer_norm(f->g, f->x, KILN_SCALAR, NULL, NULL, 1e-5f), ln, NULL);
     BAD(kiln_layer_norm(f->g, f->x, (kiln_shape){.ndim = -1, .d = {0}}, NULL,
                         NULL, 1e-5f),
         ln, NULL);
@@ -1144,6 +1151,25 @@ static void test_valid_edges(void **state)
              g, x, 0,
              kiln_constant(g, KILN_I32, KILN_SCALAR, (const int32_t[]){2})),
          KILN_SHAPE(1, 2), 4, 5);
+    /* ceil mode drops a last window that would start in the padding
+       (PyTorch): 3 x 3, not 4 x 4 with a window of no element */
+    const int k2[2] = {2, 2}, p1[2] = {1, 1};
+    EDGE(KILN_SHAPE(1, 1, 5, 5), kiln_avg_pool2d(g, x, k2, k2, p1, 1, 0),
+         KILN_SHAPE(1, 1, 3, 3), 0, 1.5, 3.5, 7.5, 9, 11, 17.5, 19, 21);
+    EDGE(KILN_SHAPE(1, 1, 5, 5), kiln_max_pool2d(g, x, k2, k2, p1, NULL, 1),
+         KILN_SHAPE(1, 1, 3, 3), 0, 2, 4, 10, 12, 14, 20, 22, 24);
+    /* F.group_norm(arange(8).view(2,4), 2): no spatial dims */
+    EDGE(KILN_SHAPE(2, 4), kiln_group_norm(g, x, 2, NULL, NULL, 1e-5f),
+         KILN_SHAPE(2, 4), -0.99998, 0.99998, -0.99998, 0.99998, -0.99998,
+         0.99998, -0.99998, 0.99998);
+    /* torch.flatten of a 0-d tensor is [1] */
+    EDGE(KILN_SCALAR, kiln_flatten(g, x, 0, -1), KILN_SHAPE(1), 0);
+    /* attention over no keys gives 0 (documented; PyTorch NaN) */
+    EDGE(KILN_SHAPE(1, 1, 2, 3),
+         kiln_scaled_dot_product_attention(
+             g, x, kiln_fill(g, KILN_SHAPE(1, 1, 0, 3), 1.0f),
+             kiln_fill(g, KILN_SHAPE(1, 1, 0, 3), 1.0f), NULL, NULL),
+         KILN_SHAPE(1, 1, 2, 3), 0, 0, 0, 0, 0, 0);
     /* topk of none, flatten of one dim */
     GOOD(kiln_flatten(f->g, f->x, 2, 2), 2, 4, 8, 8);
     GOOD(kiln_flatten(f->g, f->x, -1, -1), 2, 4, 8, 8);

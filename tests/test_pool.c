@@ -415,8 +415,8 @@ static void test_errors(void **state)
          "kiln_upsample2d: align_corners can only be set with bilinear, not "
          "nearest"},
         {bad_scale, KILN_ERR_SHAPE,
-         "kiln_upsample2d: input [1,2,4,4] and output sizes should be greater "
-         "than 0 (and below 2^30), got 0 along dim 2"},
+         "kiln_upsample2d: input and output sizes should be greater than 0 "
+         "(and below 2^30), got 4 -> 0 along dim 2 of input [1,2,4,4]"},
         {bad_flatten, KILN_ERR_ARG,
          "kiln_flatten: start_dim 3 cannot come after end_dim 1"},
         {bad_flatten_dim, KILN_ERR_ARG, "kiln_flatten"},

@@ -126,9 +126,9 @@ kiln_node *kiln_upsample2d(kiln_graph *g, kiln_node *x, const int64_t *size,
         if (in < 1 || out < 1 || out > BIG)
             return kiln_graph_fail(
                 g, KILN_ERR_SHAPE,
-                "%s: input %s and output sizes should be greater than 0 (and "
-                "below 2^30), got %lld along dim %d",
-                fn, S(x->shape, b), (long long)out, 2 + d);
+                "%s: input and output sizes should be greater than 0 (and "
+                "below 2^30), got %lld -> %lld along dim %d of input %s",
+                fn, (long long)in, (long long)out, 2 + d, S(x->shape, b));
         s.d[2 + d] = out;
     }
     return resample(g, fn, x, s, &w);
