@@ -29,6 +29,8 @@ static const fuzz_case cases[] = {
     /* An Unsqueeze of known shape values whose output has no name: the
        values were never freed (LeakSanitizer). */
     {"fuzz_unnamed_output", KILN_ERR_IO, "input 'n1' is not defined", ALL_NAN},
+    /* Resize by a scale of -inf: converted to an integer size (UBSan). */
+    {"fuzz_resize_inf_scale", KILN_ERR_ARG, "bad size on axis", ALL_NAN},
 };
 
 static void check_out(const fuzz_case *c, const kiln_tensor *t)

@@ -210,7 +210,10 @@ static int target(ox_ctx *c, const ox_node *n, kiln_shape xs, int64_t *out,
     } else if (sc && sc->known && sc->known->f && sc->known->numel == xs.ndim) {
         for (int k = 0; k < xs.ndim; k++) {
             scale[k] = sc->known->f[k];
-            out[k] = (int64_t)(scale[k] * (double)xs.d[k]);
+            double size = scale[k] * (double)xs.d[k];
+            /* checked before the conversion: inf, NaN or past int64 is
+               undefined */
+            out[k] = size >= 1 && size <= INT32_MAX ? (int64_t)size : 0;
         }
     } else
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
