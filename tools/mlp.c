@@ -14,8 +14,7 @@
 #include "onnx_run.h"
 #include "plot.h"
 
-enum { N_CLASSES = 10, EVAL_BATCH = 1000 };
-static const char *const ACT_KEY = "kiln.activation";
+enum { N_CLASSES = MLP_CLASSES, EVAL_BATCH = 1000 };
 
 mlp_config mlp_defaults(void)
 {
@@ -313,9 +312,9 @@ static int save_model(trainer *t, const mlp_config *c)
                onnx_save_logits(t->g, t->s, t->m.logits, c->save);
     int32_t code = c->activation;
     kiln_tensor *act = kiln_tensor_wrap(KILN_I32, KILN_SHAPE(1), &code);
-    int bad = kiln_session_declare(t->s, ACT_KEY, KILN_I32, KILN_SHAPE(1),
+    int bad = kiln_session_declare(t->s, MLP_ACT_KEY, KILN_I32, KILN_SHAPE(1),
                                    kiln_init_zeros(), 0) != KILN_OK ||
-              kiln_variable_write(t->s, ACT_KEY, act) != KILN_OK;
+              kiln_variable_write(t->s, MLP_ACT_KEY, act) != KILN_OK;
     kiln_tensor_free(act);
     if (bad)
         return kiln_tool_fail("%s", kiln_session_error(t->s));
@@ -502,78 +501,11 @@ done:
     return rc;
 }
 
-/* Layer k's weight in the model file: a matrix [in, out] whose in is the
-   previous layer's out (in_dim for the first); 0, or 1 after an error. */
-static int check_layer(const char *path, const kiln_tensor *w, int k,
-                       int64_t in, int64_t *out)
-{
-    kiln_shape s = kiln_tensor_shape(w);
-    if (s.ndim != 2)
-        return kiln_tool_fail("%s: fc%d.W is not a matrix", path, k);
-    if (k > 0 && s.d[0] != in)
-        return kiln_tool_fail("%s: fc%d.W has %lld inputs, fc%d has %lld "
-                              "outputs",
-                              path, k, (long long)s.d[0], k - 1, (long long)in);
-    if (s.d[0] < 1 || s.d[1] < 1 || s.d[1] > 65536)
-        return kiln_tool_fail("%s: fc%d.W [%lld,%lld] is not a layer of the "
-                              "kiln tool",
-                              path, k, (long long)s.d[0], (long long)s.d[1]);
-    *out = s.d[1];
-    return 0;
-}
-
-/* Recovers the architecture from the variable shapes in the model file. */
-static int read_architecture(const char *path, mlp_config *c, int64_t *in_dim)
-{
-    kiln_tensor_list *l = kiln_file_read(path);
-    if (!l)
-        return kiln_tool_fail("%s", kiln_last_error());
-    int layers = 0, rc = 0;
-    int64_t width = 0;
-    for (;; layers++) {
-        char name[32];
-        snprintf(name, sizeof name, "fc%d.W", layers);
-        kiln_tensor *w = kiln_tensor_list_find(l, name);
-        if (!w)
-            break;
-        if (layers == MLP_MAX_LAYERS) {
-            rc = kiln_tool_fail("%s: more than %d layers (the kiln tool "
-                                "supports up to %d)",
-                                path, MLP_MAX_LAYERS, MLP_MAX_LAYERS);
-            break;
-        }
-        if ((rc = check_layer(path, w, layers, width, &width)))
-            break;
-        if (layers == 0)
-            *in_dim = kiln_tensor_shape(w).d[0];
-        c->hidden[layers] = (int)width;
-    }
-    kiln_tensor *act = kiln_tensor_list_find(l, ACT_KEY);
-    const int32_t *code =
-        act && kiln_tensor_numel(act) == 1 ? kiln_tensor_i32(act) : NULL;
-    c->activation = code ? code[0] : act ? -1 : 0;
-    /* a CNN's first dense layer reads the pooled features, not the image */
-    c->arch = kiln_tensor_list_find(l, "conv0.W") != NULL;
-    kiln_tensor_list_free(l);
-    if (rc)
-        return rc;
-    if (layers < 1 || c->hidden[layers - 1] != N_CLASSES ||
-        (c->arch == 1 && layers != 2))
-        return kiln_tool_fail("%s: not a kiln MLP or CNN model (no fc0.W ... "
-                              "with 10 outputs)",
-                              path);
-    if (c->activation < 0 || c->activation > 2)
-        return kiln_tool_fail("%s: bad %s (0 relu, 1 gelu, 2 tanh)", path,
-                              ACT_KEY);
-    c->n_hidden = layers - 1;
-    return 0;
-}
-
 int mlp_eval(const mlp_config *c0)
 {
     mlp_config c = *c0;
     int64_t in_dim = 0;
-    if (read_architecture(c.model, &c, &in_dim))
+    if (mlp_read_architecture(c.model, &c, &in_dim))
         return 1;
     kiln_dataset test = {0};
     if (load_split(&c, 0, &test)) {

@@ -30,4 +30,12 @@ kiln_node *mlp_activate(kiln_graph *g, kiln_node *h, int act);
 int mlp_train(const mlp_config *c);
 int mlp_eval(const mlp_config *c);
 
+/* The session variable that records the activation of a saved model. */
+#define MLP_ACT_KEY "kiln.activation"
+enum { MLP_CLASSES = 10 };
+/* Fills c's layers, activation and arch from the model file at path and
+   *in_dim with its first layer's inputs; 0, or 1 after an error
+   (kiln_tool_fail). */
+int mlp_read_architecture(const char *path, mlp_config *c, int64_t *in_dim);
+
 #endif
