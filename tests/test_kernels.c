@@ -402,6 +402,16 @@ static void test_reduce_max_nan(void **state)
 
 /* ------------------------------------------------------------ movement */
 
+static void check_permute(kiln_rng *r, kiln_shape s, const int *perm)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *n = kiln_permute(g, input(g, s), perm);
+    void **in = make_inputs(r, n, -1, 1);
+    check_node(n, in, 1);
+    free_inputs(n, in);
+    kiln_graph_free(g);
+}
+
 static void test_movement(void **state)
 {
     (void)state;
@@ -425,14 +435,8 @@ static void test_movement(void **state)
         {KILN_SHAPE(4, 1, 5), {2, 1, 0}},
         {KILN_SHAPE(4, 1, 5), {1, 0, 2}},
     };
-    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++) {
-        kiln_graph *g = kiln_graph_new();
-        kiln_node *n = kiln_permute(g, input(g, perms[p].s), perms[p].perm);
-        void **in = make_inputs(&r, n, -1, 1);
-        check_node(n, in, 1);
-        free_inputs(n, in);
-        kiln_graph_free(g);
-    }
+    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++)
+        check_permute(&r, perms[p].s, perms[p].perm);
     const kiln_shape bc[][2] = {
         {KILN_SHAPE(33), KILN_SHAPE(7, 33)},
         {KILN_SHAPE(7, 1), KILN_SHAPE(7, 33)},
@@ -491,14 +495,8 @@ static void test_strided(void **state)
         {KILN_SHAPE(2, 0, 3, 4), {2, 1, 0, 3}},
         {KILN_SHAPE(1, 1, 1, 1), {3, 2, 1, 0}},
     };
-    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++) {
-        kiln_graph *g = kiln_graph_new();
-        kiln_node *n = kiln_permute(g, input(g, perms[p].s), perms[p].perm);
-        void **in = make_inputs(&r, n, -1, 1);
-        check_node(n, in, 1);
-        free_inputs(n, in);
-        kiln_graph_free(g);
-    }
+    for (size_t p = 0; p < sizeof perms / sizeof *perms; p++)
+        check_permute(&r, perms[p].s, perms[p].perm);
     const struct {
         kiln_shape s;
         int64_t a[4], b[4];
