@@ -10,7 +10,10 @@
 // optimisations).  The timing follows bench/timing.h: one warm-up call,
 // then 5 timings of KILN_BENCH_SECONDS / 5 each, the median of their
 // per-call means; KILN_BENCH_CLOCK=cpu uses the process's CPU time.
+// KILN_BENCH_OUTPUT=PATH writes the model's output there as raw
+// little-endian f32, for bench/run to compare with Kiln's.
 'use strict';
+const fs = require('fs');
 const path = require('path');
 const ort = require(path.join(__dirname, 'ort', 'node_modules', 'onnxruntime-node'));
 
@@ -33,33 +36,39 @@ async function open(file, threads) {
   });
 }
 
-function input(dims) {
+// A 31-bit linear congruential sequence in exact integer arithmetic (the
+// same values as bench/onnx_infer.c's): floats in [-0.5, 0.5), or token ids
+// in [0, 64) for an int64 input.
+function input(dims, int64) {
   const n = dims.reduce((a, b) => a * b, 1);
-  const v = new Float32Array(n);
+  const v = int64 ? new BigInt64Array(n) : new Float32Array(n);
   let s = 1;
   for (let i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) % 2147483648;
-    v[i] = s / 2147483648 - 0.5;
+    s = (Math.imul(s, 1103515245) + 12345) & 0x7fffffff;
+    const u = s / 2147483648;
+    v[i] = int64 ? BigInt(Math.floor(u * 64)) : u - 0.5;
   }
-  return new ort.Tensor('float32', v, dims);
+  return new ort.Tensor(int64 ? 'int64' : 'float32', v, dims);
 }
 
-// Median seconds per call of session.run over REPS timings of budget/REPS.
-async function timeRuns(session, dims, budget) {
-  const feeds = { [session.inputNames[0]]: input(dims) };
-  await session.run(feeds);
+// Median seconds per call of session.run over REPS timings of budget/REPS;
+// the last call's outputs in out.last.
+async function timeRuns(session, dims, budget, int64, out) {
+  const feeds = { [session.inputNames[0]]: input(dims, int64) };
+  let res = await session.run(feeds);
   const t = [];
   for (let r = 0; r < REPS; r++) {
     let runs = 0;
     const t0 = now();
     let el;
     do {
-      await session.run(feeds);
+      res = await session.run(feeds);
       runs++;
     } while ((el = now() - t0) < budget / REPS);
     t.push(el / runs);
   }
   t.sort((a, b) => a - b);
+  if (out) out.last = res[session.outputNames[0]];
   return t[REPS >> 1];
 }
 
@@ -73,11 +82,18 @@ async function main() {
   }
   const budget = parseFloat(process.env.KILN_BENCH_SECONDS || '1') || 1;
   const s = await open(model, threads);
-  console.log(`RESULT ${(1e6 * (await timeRuns(s, dims, budget))).toFixed(3)} us`);
+  const int64 = s.inputMetadata[0].type === 'int64';
+  const out = {};
+  const t = await timeRuns(s, dims, budget, int64, out);
+  console.log(`RESULT ${(1e6 * t).toFixed(3)} us`);
+  if (process.env.KILN_BENCH_OUTPUT) {
+    const y = Float32Array.from(out.last.data);
+    fs.writeFileSync(process.env.KILN_BENCH_OUTPUT, Buffer.from(y.buffer));
+  }
   if (identity) {
     const id = await open(identity, threads);
-    const t = await timeRuns(id, [1, 1], budget / 4);
-    console.log(`OVERHEAD ${(1e6 * t).toFixed(3)} us`);
+    const o = await timeRuns(id, [1, 1], budget / 4, false);
+    console.log(`OVERHEAD ${(1e6 * o).toFixed(3)} us`);
   }
 }
 
