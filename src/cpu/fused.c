@@ -3,6 +3,7 @@
    cost is the arithmetic alone and the compiler can vectorise every loop. */
 #include "cpu/fused.h"
 #include "cpu/fast.h"
+#include "cpu/fast_reduce.h"
 #include "cpu/pool.h"
 #include "cpu/scalar.h"
 #include "cpu/vmath.h"
@@ -113,11 +114,16 @@ static const float *load_block(const load_plan *p, kiln_shape out, int64_t base,
             buf[e] = p->x[0];
         return buf;
     case LOAD_ROW: {
+        /* a block within one repetition (a bias row, a mask) is read in
+           place; otherwise copied a run at a time */
         int64_t j = base % p->inner;
-        for (int64_t e = 0; e < len; e++) {
-            buf[e] = p->x[j];
-            if (++j == p->inner)
-                j = 0;
+        if (j + len <= p->inner)
+            return p->x + j;
+        for (int64_t e = 0; e < len;) {
+            int64_t run = p->inner - j < len - e ? p->inner - j : len - e;
+            memcpy(buf + e, p->x + j, (size_t)run * sizeof *buf);
+            e += run;
+            j = 0;
         }
         return buf;
     }
@@ -157,16 +163,21 @@ static const float *load_block(const load_plan *p, kiln_shape out, int64_t base,
 /* r = op(a, b, c) over len elements: the op's formula from its row of
    graph/elementwise.def, once with the reference kernels' libm functions
    (apply_ref: bit-identical to the unfused reference kernels) and once
-   with the fast kernels' cpu/vmath.h ones (apply_fast). */
+   with the fast kernels' cpu/vmath.h ones (apply_fast).  Only the fast
+   loops are marked simd: without the mark GCC leaves those calling
+   vm_tanhf or vm_expf scalar, and the reference ones must keep libm's
+   scalar results. */
 #define LOOP(expr)                                                             \
-    for (int64_t e = 0; e < len; e++) {                                        \
+    SIMD for (int64_t e = 0; e < len; e++)                                     \
+    {                                                                          \
         float x = a[e];                                                        \
         (void)x;                                                               \
         r[e] = (expr);                                                         \
     }                                                                          \
     return
 #define LOOP2(expr)                                                            \
-    for (int64_t e = 0; e < len; e++) {                                        \
+    SIMD for (int64_t e = 0; e < len; e++)                                     \
+    {                                                                          \
         float x = a[e], y = b[e];                                              \
         r[e] = (expr);                                                         \
     }                                                                          \
@@ -189,11 +200,14 @@ static const float *load_block(const load_plan *p, kiln_shape out, int64_t base,
 typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
                          const float *c, int64_t len);
 
+#define SIMD
 #define APPLY apply_ref
 #define EXP expf
 #define LOG logf
 #define TANH tanhf
 #include "cpu/fused_apply.h"
+#undef SIMD
+#define SIMD _Pragma("omp simd")
 #define APPLY apply_fast
 #define EXP vm_expf
 #define LOG vm_logf
@@ -204,6 +218,7 @@ typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
 #undef SELECT_CASE
 #undef LOOP
 #undef LOOP2
+#undef SIMD
 
 /* One run of a program over blocks [lo, hi) of the output. */
 typedef struct fused_job {
@@ -313,7 +328,7 @@ typedef struct reduce_job {
     const kiln_fused_program *p;
     load_plan loads[KILN_FUSED_MAX_INPUTS];
     apply_fn apply;
-    int is_max;
+    int is_max, fast;
     int64_t outer, red, inner, chunks; /* chunks of COLS columns per row */
     float *out;
 } reduce_job;
@@ -352,12 +367,38 @@ static const float *eval_block(reducer *r, int64_t base, int64_t len)
     return r->val[p->n - 1];
 }
 
+FUSED_CLONES static double row_sum_d(const float *x, int64_t n)
+{
+    double acc = 0;
+    _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++)
+        acc += (double)x[i];
+    return acc;
+}
+
+/* Folds v[0..len) into the one accumulator of a row reduction (a softmax's
+   max and sum over its last axis): vector loops, where the reference's
+   serial chain costs a dependent add or compare per element. */
+static void accumulate_row_fast(reducer *r, const float *v, int64_t len)
+{
+    if (!r->j->is_max) {
+        r->sum[0] += row_sum_d(v, len);
+        return;
+    }
+    float m = r->max[0], b = kiln_row_max(v, len);
+    if (m == m && (b > m || b != b)) /* NaN wins and stays */
+        r->max[0] = b;
+}
+
 /* Folds v[0..len) into accumulators j, j + 1, ... wrapping at w; returns
    the next j.  Max keeps a NaN once seen, like the reference. */
 static int64_t accumulate(reducer *r, const float *v, int64_t len, int64_t j,
                           int64_t w)
 {
     int is_max = r->j->is_max;
+    if (w == 1 && r->j->fast) {
+        accumulate_row_fast(r, v, len);
+        return 0;
+    }
     if (w == 1) {
         double acc = r->sum[0];
         float m = r->max[0];
@@ -443,6 +484,7 @@ static void fused_reduce(const kiln_node *n, float *o, void *const *in,
         load_plan_init(&j.loads[k], n, k, in[k]);
     j.apply = fast ? apply_fast : apply_ref;
     j.is_max = j.p->reduce == KILN_OP_RMAX;
+    j.fast = fast;
     j.out = o;
     if (!kiln_reduce_split(j.p->domain, j.p->axes, &j.outer, &j.red, &j.inner))
         return; /* the validator admits no other program */
