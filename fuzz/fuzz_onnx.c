@@ -38,6 +38,12 @@ static int64_t node_work(const kiln_node *n)
     } else if (!strncmp(op, "conv", 4)) {
         const kiln_node *wt = kiln_node_input(n, 1);
         w += out * numel(wt);
+    } else if (!strncmp(op, "resample2d", 10)) {
+        /* a separable resampling matrix: each output reads up to a row
+           and a column of its plane (an average pool or a resize) */
+        kiln_shape a = kiln_node_shape(kiln_node_input(n, 0));
+        if (a.ndim >= 2)
+            w += out * (a.d[a.ndim - 1] + a.d[a.ndim - 2]);
     }
     return w;
 }

@@ -63,8 +63,7 @@ static void check_output(const ref_tensor *want, const kiln_tensor *got)
         for (int64_t i = 0; i < n; i++)
             assert_int_equal(kiln_tensor_i32(got)[i], (int32_t)want->v[i]);
     } else
-        th_assert_close(want->name, kiln_tensor_f32(got), want->v, n, tol,
-                        tol);
+        th_assert_close(want->name, kiln_tensor_f32(got), want->v, n, tol, tol);
 }
 
 /* Loads name, runs it compiled and dynamically on its reference inputs
@@ -133,6 +132,12 @@ static void test_shapes(void **state)
 {
     (void)state;
     run_model("shapes", "shapes");
+}
+
+static void test_shape_arithmetic(void **state)
+{
+    (void)state;
+    run_model("shape_arith", "shape_arith");
 }
 
 /* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
@@ -283,6 +288,12 @@ static void test_hostile_files(void **state)
         {"bad_cycle", KILN_ERR_IO, "input 'y' is not defined"},
         {"bad_reshape", KILN_ERR_SHAPE, "node 'big' (Reshape)"},
         {"bad_matmul", KILN_ERR_SHAPE, "node 'mm' (MatMul): kiln_matmul"},
+        {"bad_lstm_weights", KILN_ERR_SHAPE,
+         "node 'lstm' (LSTM): W has shape [1,6,3], want [1,8,3]"},
+        {"bad_gru_activation", KILN_ERR_UNSUPPORTED,
+         "node 'gru' (GRU): activation 'Frob'"},
+        {"bad_shape_divzero", KILN_ERR_UNSUPPORTED,
+         "node 'r0' (Reshape): input 1 ('s') must be a constant integer"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},
         {"missing_file", KILN_ERR_IO, "cannot open"},
     };
@@ -377,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_cnn),
         cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_shape_arithmetic),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_symbolic_batch),

@@ -102,6 +102,17 @@ static void test_indexing_and_resampling(void **state)
     check_model("ops_resize");
 }
 
+/* nn.LSTM (2 layers, bidirectional, batch_first), nn.GRU (bidirectional)
+   and nn.RNN (relu, 2 layers) as PyTorch exports them: outputs, final
+   states and gradients with respect to the sequence. */
+static void test_recurrent(void **state)
+{
+    (void)state;
+    check_model("ops_lstm");
+    check_model("ops_gru");
+    check_model("ops_rnn");
+}
+
 static char *load_message(const kiln_tensor *values, kiln_status want)
 {
     kiln_graph *g = kiln_graph_new();
@@ -170,6 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_losses),
         cmocka_unit_test(test_indexing_and_resampling),
+        cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

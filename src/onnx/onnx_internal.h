@@ -140,6 +140,10 @@ kiln_node *ox_f32(ox_ctx *c, const ox_node *n, int i);
 void ox_out(ox_ctx *c, ox_node *n, kiln_node *y, int type);
 /* A new host tensor of numel int64 values shaped shape (known values). */
 ox_host *ox_host_ints(kiln_shape shape, const int64_t *v);
+/* Sets n's known output 0 when n is integer arithmetic (Add, Sub, Mul,
+   Div, Max, Min, Sum, Neg, Abs) whose inputs are all known integers, so
+   that shapes computed from shapes stay known while loading. */
+void ox_fold_ints(ox_node *n);
 /* Normalises axis (negative counts from the end) into [0, ndim); -1 and a
    recorded problem when out of range. */
 int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);
@@ -175,6 +179,8 @@ extern const ox_op ox_math_ops[], ox_shape_ops[], ox_tensor_ops[], ox_nn_ops[];
    ops_extra.c's and ops_misc.c's. */
 extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
     ox_extra_ops[], ox_misc_ops[], ox_nd_ops[];
+/* RNN, GRU and LSTM, unrolled (ops_rnn.c). */
+extern const ox_op ox_rnn_ops[];
 /* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,

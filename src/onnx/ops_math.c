@@ -18,7 +18,8 @@ static const struct {
     {"Sigmoid", kiln_sigmoid},   {"Tanh", kiln_tanh},   {"Erf", kiln_erf},
     {"Sin", kiln_sin},           {"Cos", kiln_cos},     {"Floor", kiln_floor},
     {"Ceil", kiln_ceil},         {"Round", kiln_round}, {"Sign", kiln_sign},
-    {"Softplus", kiln_softplus},
+    {"Softplus", kiln_softplus}, {"Asin", kiln_asin},   {"Acos", kiln_acos},
+    {"Atan", kiln_atan},
 };
 
 static const struct {
@@ -42,6 +43,7 @@ static int conv_unary(ox_ctx *c, ox_node *n)
         if (!strcmp(n->p->op_type, unary_ops[k].name)) {
             ox_out(c, n, unary_ops[k].fn(c->g, ox_f32(c, n, 0)),
                    ox_in_type(n, 0));
+            ox_fold_ints(n);
             return 0;
         }
     return -1;
@@ -61,6 +63,7 @@ static int conv_binary(ox_ctx *c, ox_node *n)
     if (!strcmp(n->p->op_type, "Mean"))
         y = kiln_scale(c->g, y, 1.0f / (float)n->n_in);
     ox_out(c, n, y, binary_ops[k].logical ? OX_BOOL : ox_in_type(n, 0));
+    ox_fold_ints(n);
     return 0;
 }
 
@@ -265,6 +268,9 @@ static int conv_dropout(ox_ctx *c, ox_node *n)
 const ox_op ox_math_ops[] = {
     {"Abs", conv_unary, ""},
     {"Neg", conv_unary, ""},
+    {"Asin", conv_unary, ""},
+    {"Acos", conv_unary, ""},
+    {"Atan", conv_unary, ""},
     {"Exp", conv_unary, ""},
     {"Log", conv_unary, ""},
     {"Sqrt", conv_unary, ""},

@@ -161,9 +161,11 @@ static void concat_known(ox_node *n)
     int64_t total = 0, v[64];
     for (int k = 0; k < n->n_in; k++) {
         const ox_host *h = n->in[k] ? n->in[k]->known : NULL;
-        if (!h || !h->i || h->shape.ndim != 1 || total + h->numel > 64)
+        if (!h || (!h->i && h->numel) || h->shape.ndim != 1 ||
+            total + h->numel > 64)
             return;
-        memcpy(v + total, h->i, (size_t)h->numel * sizeof *v);
+        if (h->numel)
+            memcpy(v + total, h->i, (size_t)h->numel * sizeof *v);
         total += h->numel;
     }
     n->out_known[0] = ox_host_ints(KILN_SHAPE(total), v);
@@ -256,6 +258,11 @@ static int conv_slice(ox_ctx *c, ox_node *n)
     }
     n->out[0] = kiln_slice(c->g, x, start, stop);
     n->out_type[0] = ox_in_type(n, 0);
+    /* a slice of a known vector (a prefix of a shape) stays known */
+    const ox_host *h = n->in[0] ? n->in[0]->known : NULL;
+    if (h && h->i && s.ndim == 1)
+        n->out_known[0] =
+            ox_host_ints(KILN_SHAPE(stop[0] - start[0]), h->i + start[0]);
     return 0;
 }
 

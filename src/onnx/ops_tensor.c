@@ -272,6 +272,7 @@ static int conv_constant_of_shape(ox_ctx *c, ox_node *n)
 {
     kiln_shape s;
     float v = 0;
+    int64_t iv = 0, is_int = 0;
     int type = OX_FLOAT;
     if (known_shape(c, n, 0, &s))
         return -1;
@@ -286,10 +287,23 @@ static int conv_constant_of_shape(ox_ctx *c, ox_node *n)
             return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "bad value"), -1;
         }
         v = h.f ? h.f[0] : (float)h.i[0];
+        iv = h.i ? h.i[0] : 0;
+        is_int = h.i != NULL;
         type = h.type;
         ox_host_free(&h);
     }
     ox_out(c, n, kiln_fill(c->g, s, v), type);
+    /* Integers filled into a small shape are shape arithmetic (a suffix
+       of ones to concatenate into a target shape): keep them known. */
+    int64_t count = kiln_shape_numel(s);
+    int64_t *fill = is_int && count <= 4096
+                        ? malloc((size_t)(count ? count : 1) * sizeof *fill)
+                        : NULL;
+    for (int64_t k = 0; fill && k < count; k++)
+        fill[k] = iv;
+    if (fill)
+        n->out_known[0] = ox_host_ints(s, fill);
+    free(fill);
     return 0;
 }
 

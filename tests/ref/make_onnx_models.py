@@ -188,6 +188,36 @@ def shapes():
                [("y", w.sum(axis=0)), ("am", w.argmax(axis=2))])
 
 
+def shape_arith():
+    """Shape arithmetic the loader folds (as ONNX's expanded functions
+    write it): the target shape of a Reshape computed from x's shape by
+    Slice, Mul, Div (truncating: 9 / -2 is -4), Abs, Neg, Sub, Max, Min,
+    ConstantOfShape and Concat."""
+    i64 = lambda *v: np.array(v, np.int64)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"], "shape"),
+        helper.make_node("Slice", ["shp", "z", "one"], ["n"], "n"),  # [2]
+        helper.make_node("Mul", ["n", "three"], ["n3"], "mul"),  # [6]
+        helper.make_node("Div", ["nine", "mtwo"], ["q"], "div"),  # [-4]
+        helper.make_node("Abs", ["q"], ["four"], "abs"),  # [4]
+        helper.make_node("Neg", ["one"], ["mone"], "neg"),  # [-1]
+        helper.make_node("Sub", ["mone", "mone"], ["zero"], "sub"),  # [0]
+        helper.make_node("Max", ["zero", "one", "mone"], ["cnt"], "max"),
+        helper.make_node("Min", ["cnt", "three"], ["cnt1"], "min"),  # [1]
+        helper.make_node("ConstantOfShape", ["cnt1"], ["ones"], "cos",
+                         value=init("v", i64(1))),  # [1]
+        helper.make_node("Concat", ["n3", "four", "ones"], ["target"], "cat",
+                         axis=0),  # [6, 4, 1]
+        helper.make_node("Reshape", ["x", "target"], ["y"], "reshape"),
+    ]
+    inits = [init("z", i64(0)), init("one", i64(1)), init("three", i64(3)),
+             init("nine", i64(9)), init("mtwo", i64(-2))]
+    m = model(nodes, [f32("x", [2, 3, 4])], [f32("y", [6, 4, 1])], inits)
+    save(m, "shape_arith")
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    write_refs("shape_arith", [("x", x)], [("y", x.reshape(6, 4, 1))])
+
+
 def unsupported():
     """Four problems in one model; the loader must list them all."""
     nodes = [
@@ -251,6 +281,30 @@ def hostile():
                          [f32("x", [2])], [f32("y", [2])],
                          [init("s", np.array([1 << 40, 1 << 40], np.int64))]),
                    "bad_reshape")
+    # A target shape divided by zero while loading: not folded, refused.
+    save_unchecked(model([helper.make_node("Div", ["a", "b"], ["s"], "div"),
+                          helper.make_node("Reshape", ["x", "s"], ["y"],
+                                           "r0")],
+                         [f32("x", [2])], [f32("y", [2])],
+                         [init("a", np.array([2], np.int64)),
+                          init("b", np.array([0], np.int64))]),
+                   "bad_shape_divzero")
+    # An LSTM whose W has 3 gates' rows instead of 4, and a GRU with an
+    # activation ONNX does not define.
+    lstm_in = [f32("x", [2, 1, 3])]
+    save_unchecked(model([helper.make_node("LSTM", ["x", "w", "r"], ["y"],
+                                           "lstm", hidden_size=2)],
+                         lstm_in, [f32("y", [2, 1, 1, 2])],
+                         [init("w", np.zeros((1, 6, 3), np.float32)),
+                          init("r", np.zeros((1, 8, 2), np.float32))]),
+                   "bad_lstm_weights")
+    save_unchecked(model([helper.make_node("GRU", ["x", "w", "r"], ["y"],
+                                           "gru", hidden_size=2,
+                                           activations=["Frob", "Tanh"])],
+                         lstm_in, [f32("y", [2, 1, 1, 2])],
+                         [init("w", np.zeros((1, 6, 3), np.float32)),
+                          init("r", np.zeros((1, 6, 2), np.float32))]),
+                   "bad_gru_activation")
     # Shapes that do not match: a MatMul of [2,3] by [4,5].
     save_unchecked(model([helper.make_node("MatMul", ["x", "w"], ["y"], "mm")],
                          [f32("x", [2, 3])], [f32("y", [2, 5])],
@@ -263,6 +317,7 @@ def main():
     mlp()
     cnn()
     shapes()
+    shape_arith()
     unsupported()
     hostile()
 

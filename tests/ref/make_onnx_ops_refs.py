@@ -67,6 +67,18 @@ class Fn(nn.Module):
         return self.fn(x)
 
 
+class Recurrent(nn.Module):
+    """An nn.LSTM, GRU or RNN: its outputs and final states in one vector."""
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        y, state = self.layer(x)
+        states = state if isinstance(state, tuple) else (state,)
+        return torch.cat([y.flatten()] + [s.flatten() for s in states])
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -84,6 +96,13 @@ def models():
                           align_corners=False),
             F.interpolate(x, scale_factor=2, mode="bilinear",
                           align_corners=True)], 1)), (2, 3, 4, 5), 13),
+        # recurrent layers: every output and final state, flattened
+        ("ops_lstm", Recurrent(nn.LSTM(3, 4, num_layers=2, bidirectional=True,
+                                       batch_first=True)), (2, 5, 3), 14),
+        ("ops_gru", Recurrent(nn.GRU(3, 5, bidirectional=True)), (4, 2, 3),
+         14),
+        ("ops_rnn", Recurrent(nn.RNN(3, 4, nonlinearity="relu",
+                                     num_layers=2)), (3, 2, 3), 14),
     ]
 
 

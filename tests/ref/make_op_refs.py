@@ -284,5 +284,8 @@ case("round", [np.array([[-2.5, -1.5, -0.5, 0.5], [1.5, 2.5, 0.49, -0.51],
 case("softmax_ce_grad", [U((4, 5), -3, 3), ints((4,), 0, 5)],
      lambda x, l: torch.autograd.grad(
          F.cross_entropy(x.requires_grad_(), l), x)[0])
+case("asin", [U((3, 4), -0.99, 0.99)], torch.asin)
+case("acos", [U((3, 4), -0.99, 0.99)], torch.acos)
+case("atan", [U((3, 4), -6, 6)], torch.atan)
 
 write_all()
