@@ -5,11 +5,14 @@
    blocks of rows or columns of out, each an independent one-thread call,
    the blocks fixed by the running session's thread count; matrix-vector
    products go through GEMV, split the same way.  Transposes are passed as
-   flags.  Without BLAS, a blocked portable loop takes the blocks. */
+   flags.  Each block is one call of Kiln's AVX-512 kernel
+   (cpu/gemm_avx512.c) where the CPU has it, else of BLAS, else of a
+   blocked portable loop. */
 #include <limits.h>
 #include <string.h>
 
 #include "cpu/gemm.h"
+#include "cpu/gemm_avx512.h"
 #include "cpu/pool.h"
 #include "cpu/threads.h"
 
@@ -22,6 +25,15 @@ enum {
     BLOCK_ROWS = 16, /* rows of out per work item of a split product */
     BLOCK_COLS = 64, /* columns (or GEMV outputs) per work item */
 };
+
+/* Kiln's AVX-512 kernel computes tiles of 32 columns: under 16 (a
+   classifier's 10 outputs) most of each is padding, and OpenBLAS's
+   narrower tiles are faster. */
+#ifdef KILN_HAVE_BLAS
+#define AVX512_MIN_COLS 16
+#else
+#define AVX512_MIN_COLS 1
+#endif
 
 #ifdef KILN_HAVE_BLAS
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -111,11 +123,17 @@ static void acc_rows(int64_t w, int64_t k, float alpha, const float *rows,
 #endif
 
 /* out = alpha op(a) op(b) + beta out on the calling thread, with leading
-   dimensions (so that a block of a larger product can be passed). */
+   dimensions (so that a block of a larger product can be passed): Kiln's
+   AVX-512 kernel where the CPU has it (OpenBLAS as packaged here runs AVX2
+   kernels), else OpenBLAS, else a portable loop. */
 static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *out, int64_t ldo)
 {
+    if (n >= AVX512_MIN_COLS && kiln_gemm_avx512_ok() &&
+        kiln_gemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, out,
+                         ldo))
+        return;
 #ifdef KILN_HAVE_BLAS
     if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
         ldb <= INT_MAX && ldo <= INT_MAX) {

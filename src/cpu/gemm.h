@@ -1,4 +1,5 @@
-/* Matrix products for the matmul kernels (OpenBLAS when built with it). */
+/* Matrix products for the matmul kernels (Kiln's AVX-512 kernel where the
+   CPU has it, else OpenBLAS when built with it, else a portable loop). */
 #ifndef KILN_CPU_GEMM_H
 #define KILN_CPU_GEMM_H
 

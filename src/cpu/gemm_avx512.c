@@ -1,0 +1,332 @@
+/* Kiln's own AVX-512 single-precision matrix product, in the Goto / BLIS
+   structure: op(b) is copied a block of KC rows times NC columns at a
+   time into panels of NR columns ([p][NR] each, zero-padded), op(a) a
+   block of MC rows at a time into panels of MR rows ([p][MR]), and a
+   register-blocked kernel sums an MR x NR tile of out over the block's
+   KC in 2*MR zmm registers: per step two vectors of b and one broadcast
+   of a per row.  The copies take the transposes, so one kernel serves
+   all four ta/tb; edge tiles are zero-padded in the panels and written
+   with masked stores.  The B panel a kernel walks (KC x NR floats) stays
+   in L1 while the A block (MC x KC) streams from L2.
+
+   OpenBLAS as packaged here runs its Haswell (AVX2) kernels on this
+   AVX-512 CPU (OPENBLAS_CORETYPE=Haswell); this kernel doubles the width. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "cpu/gemm_avx512.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GEMM_AVX512 1
+#endif
+
+#ifdef GEMM_AVX512
+
+/* MR rows x NR columns per kernel tile; KC, MC, NC the block sizes */
+enum { VEC = 16, MR = 12, NR = 32, KC = 256, MC = 144, NC = 1024 };
+
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Lanes [0, w) of a vector, w clamped to [0, 16]. */
+static inline __mmask16 lanes(int64_t w)
+{
+    return w >= VEC ? (__mmask16)0xffff
+           : w <= 0 ? 0
+                    : (__mmask16)((1u << w) - 1);
+}
+
+/* The 16x16 transpose, in place: v[i] becomes column i.  Pairs of rows
+   are interleaved by floats, then by pairs of floats, then 128-bit lanes
+   twice. */
+AVX512 static void transpose16(__m512 v[VEC])
+{
+    __m512 t[VEC];
+#pragma GCC unroll 8
+    for (int i = 0; i < VEC; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < VEC; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 2]),
+                c = _mm512_castps_pd(t[i + 1]), d = _mm512_castps_pd(t[i + 3]);
+        v[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        v[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        v[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        v[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    /* v[4g + c] now holds, in 128-bit lane L, column 4L + c of rows
+       4g..4g+3 */
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0xdd);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* Copies rows x cols floats of src (stride ld, rows and cols <= 16)
+   transposed: column q of the block goes to dst + q * dstride, the lanes
+   of mask written (zeros beyond rows). */
+AVX512 static void pack_transposed(const float *src, int64_t ld, int64_t rows,
+                                   int64_t cols, float *dst, int64_t dstride,
+                                   __mmask16 mask)
+{
+    __m512 v[VEC];
+    __mmask16 cm = lanes(cols);
+#pragma GCC unroll 16
+    for (int r = 0; r < VEC; r++)
+        v[r] = r < rows ? _mm512_maskz_loadu_ps(cm, src + r * ld)
+                        : _mm512_setzero_ps();
+    transpose16(v);
+    for (int64_t q = 0; q < cols; q++)
+        _mm512_mask_storeu_ps(dst + q * dstride, mask, v[q]);
+}
+
+/* Copies rows rows of w (<= 16) floats of src (stride ld) to dst (stride
+   dstride), the lanes of mask written (zeros beyond w). */
+AVX512 static void pack_rows(const float *src, int64_t ld, int64_t rows,
+                             int64_t w, float *dst, int64_t dstride,
+                             __mmask16 mask)
+{
+    __mmask16 wm = lanes(w);
+    for (int64_t p = 0; p < rows; p++)
+        _mm512_mask_storeu_ps(dst + p * dstride, mask,
+                              _mm512_maskz_loadu_ps(wm, src + p * ld));
+}
+
+/* A KC x NC block of op(b) (rows p0.., columns j0.., kc x nc) into panels
+   of NR columns, each [kc][NR]. */
+AVX512 static void pack_b(int tb, const float *b, int64_t ldb, int64_t p0,
+                          int64_t j0, int64_t kc, int64_t nc, float *bp)
+{
+    for (int64_t j = 0; j < nc; j += NR, bp += kc * NR)
+        for (int64_t h = 0; h < NR; h += VEC) {
+            int64_t w = nc - j - h < VEC ? nc - j - h : VEC;
+            if (!tb) {
+                pack_rows(b + p0 * ldb + j0 + j + h, ldb, kc, w, bp + h, NR,
+                          0xffff);
+                continue;
+            }
+            /* b is [n,k]: 16 columns of op(b) are 16 rows of b */
+            for (int64_t p = 0; p < kc; p += VEC)
+                pack_transposed(b + (j0 + j + h) * ldb + p0 + p, ldb, w,
+                                kc - p < VEC ? kc - p : VEC, bp + p * NR + h,
+                                NR, 0xffff);
+        }
+}
+
+/* An MC x KC block of op(a) (rows i0.., columns p0.., mc x kc) into
+   panels of MR rows, each [kc][MR]. */
+AVX512 static void pack_a(int ta, const float *a, int64_t lda, int64_t i0,
+                          int64_t p0, int64_t mc, int64_t kc, float *ap)
+{
+    for (int64_t i = 0; i < mc; i += MR, ap += kc * MR) {
+        int64_t rows = mc - i < MR ? mc - i : MR;
+        if (ta) { /* a is [k,m]: the panel's rows are contiguous in a */
+            pack_rows(a + p0 * lda + i0 + i, lda, kc, rows, ap, MR, lanes(MR));
+            continue;
+        }
+        for (int64_t p = 0; p < kc; p += VEC)
+            pack_transposed(a + (i0 + i) * lda + p0 + p, lda, rows,
+                            kc - p < VEC ? kc - p : VEC, ap + p * MR, MR,
+                            lanes(MR));
+    }
+}
+
+/* What a kernel call writes: rows x up to NR columns of out at c (the
+   columns of m0 and m1), out = alpha sum + beta out. */
+typedef struct tile_out {
+    float *c;
+    int64_t ldc;
+    __mmask16 m0, m1;
+    float alpha, beta;
+} tile_out;
+
+/* The kernel for ROWS rows (a constant once inlined): the sums stay in
+   registers while GCC unrolls the loops over rows. */
+__attribute__((always_inline, target("avx512f"))) static inline void
+tile(int rows, int64_t kc, const float *ap, const float *bp, const tile_out *o)
+{
+    __m512 acc[MR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < rows; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, ap += MR, bp += NR) {
+        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + VEC);
+#pragma GCC unroll 16
+        for (int r = 0; r < rows; r++) {
+            __m512 av = _mm512_set1_ps(ap[r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    __m512 alpha = _mm512_set1_ps(o->alpha), beta = _mm512_set1_ps(o->beta);
+#pragma GCC unroll 16
+    for (int r = 0; r < rows; r++) {
+        float *c = o->c + r * o->ldc;
+        __m512 v0 = _mm512_mul_ps(alpha, acc[r][0]),
+               v1 = _mm512_mul_ps(alpha, acc[r][1]);
+        if (o->beta != 0.0f) {
+            v0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(o->m0, c), v0);
+            v1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(o->m1, c + VEC),
+                                 v1);
+        }
+        _mm512_mask_storeu_ps(c, o->m0, v0);
+        _mm512_mask_storeu_ps(c + VEC, o->m1, v1);
+    }
+}
+
+typedef void (*tile_fn)(int64_t kc, const float *ap, const float *bp,
+                        const tile_out *o);
+
+#define TILE(R)                                                                \
+    AVX512 static void tile_##R(int64_t kc, const float *ap, const float *bp,  \
+                                const tile_out *o)                             \
+    {                                                                          \
+        tile(R, kc, ap, bp, o);                                                \
+    }
+TILE(1)
+TILE(2)
+TILE(3)
+TILE(4)
+TILE(5)
+TILE(6)
+TILE(7)
+TILE(8)
+TILE(9)
+TILE(10)
+TILE(11)
+TILE(12)
+
+/* tiles[r - 1]: the kernel for r rows */
+static const tile_fn tiles[MR] = {tile_1, tile_2,  tile_3,  tile_4,
+                                  tile_5, tile_6,  tile_7,  tile_8,
+                                  tile_9, tile_10, tile_11, tile_12};
+
+/* The product as the blocked loops see it. */
+typedef struct gemm_args {
+    int64_t m, n, k;
+    float alpha, beta;
+    float *out, *ap, *bp;
+    int64_t ldo;
+} gemm_args;
+
+/* All tiles of one packed A block (mc rows from i0) times one packed B
+   block (nc columns from j0), beta the block's (the caller's for the
+   first block of k, 1 after). */
+AVX512 static void macro(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0,
+                         int64_t nc, int64_t kc, float beta)
+{
+    tile_out o = {.ldc = g->ldo, .alpha = g->alpha, .beta = beta};
+    for (int64_t j = 0; j < nc; j += NR) {
+        o.m0 = lanes(nc - j);
+        o.m1 = lanes(nc - j - VEC);
+        for (int64_t i = 0; i < mc; i += MR) {
+            int64_t rows = mc - i < MR ? mc - i : MR;
+            o.c = g->out + (i0 + i) * g->ldo + j0 + j;
+            tiles[rows - 1](kc, g->ap + i * kc, g->bp + j * kc, &o);
+        }
+    }
+}
+
+/* count blocks of at most most, as equal as possible: the size of each
+   (the last may be shorter), rounded up to a multiple of unit */
+static int64_t block_size(int64_t count, int64_t most, int64_t unit)
+{
+    int64_t blocks = (count + most - 1) / most;
+    int64_t size = (count + blocks - 1) / blocks;
+    return (size + unit - 1) / unit * unit;
+}
+
+AVX512 static void blocked(int ta, int tb, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, const gemm_args *g,
+                           int64_t kcb, int64_t mcb, int64_t ncb)
+{
+    for (int64_t j0 = 0; j0 < g->n; j0 += ncb) {
+        int64_t nc = g->n - j0 < ncb ? g->n - j0 : ncb;
+        for (int64_t p0 = 0; p0 < g->k; p0 += kcb) {
+            int64_t kc = g->k - p0 < kcb ? g->k - p0 : kcb;
+            pack_b(tb, b, ldb, p0, j0, kc, nc, g->bp);
+            for (int64_t i0 = 0; i0 < g->m; i0 += mcb) {
+                int64_t mc = g->m - i0 < mcb ? g->m - i0 : mcb;
+                pack_a(ta, a, lda, i0, p0, mc, kc, g->ap);
+                macro(g, i0, mc, j0, nc, kc, p0 == 0 ? g->beta : 1.0f);
+            }
+        }
+    }
+}
+
+/* Each thread packs into its own buffer of BUF_FLOATS, allocated at its
+   first product and freed when it exits: compiled runs allocate
+   nothing. */
+enum { BUF_FLOATS = MC * KC + KC * NC };
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static int buf_key_ok;
+
+static void buf_key_make(void)
+{
+    buf_key_ok = pthread_key_create(&buf_key, free) == 0;
+}
+
+static float *thread_buffer(void)
+{
+    pthread_once(&buf_once, buf_key_make);
+    if (!buf_key_ok)
+        return NULL;
+    float *buf = pthread_getspecific(buf_key);
+    if (buf == NULL) {
+        buf = aligned_alloc(64, BUF_FLOATS * sizeof(float));
+        if (buf != NULL && pthread_setspecific(buf_key, buf) != 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    return buf;
+}
+
+int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *out, int64_t ldo)
+{
+    float *buf = thread_buffer();
+    if (buf == NULL)
+        return 0;
+    int64_t kcb = block_size(k, KC, 1), mcb = block_size(m, MC, MR),
+            ncb = block_size(n, NC, NR);
+    /* the B block first: NC * KC floats keep the A block 64-byte aligned */
+    gemm_args g = {m, n, k, alpha, beta, out, buf + KC * NC, buf, ldo};
+    blocked(ta, tb, a, lda, b, ldb, &g, kcb, mcb, ncb);
+    return 1;
+}
+
+int kiln_gemm_avx512_ok(void)
+{
+    return __builtin_cpu_supports("avx512f") != 0;
+}
+
+#else
+
+int kiln_gemm_avx512_ok(void)
+{
+    return 0;
+}
+
+int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *out, int64_t ldo)
+{
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a;
+    (void)lda, (void)b, (void)ldb, (void)beta, (void)out, (void)ldo;
+    return 0;
+}
+
+#endif
