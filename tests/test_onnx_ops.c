@@ -113,6 +113,13 @@ static void test_recurrent(void **state)
     check_model("ops_rnn");
 }
 
+/* F.hardswish and F.celu (alpha 0.7): HardSwish and Celu nodes. */
+static void test_activations(void **state)
+{
+    (void)state;
+    check_model("ops_act");
+}
+
 static char *load_message(const kiln_tensor *values, kiln_status want)
 {
     kiln_graph *g = kiln_graph_new();
@@ -182,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_losses),
         cmocka_unit_test(test_indexing_and_resampling),
         cmocka_unit_test(test_recurrent),
+        cmocka_unit_test(test_activations),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,6 +181,8 @@ extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
     ox_extra_ops[], ox_misc_ops[], ox_nd_ops[];
 /* RNN, GRU and LSTM, unrolled (ops_rnn.c). */
 extern const ox_op ox_rnn_ops[];
+/* HardSwish, Celu, MeanVarianceNormalization, LRN (ops_act.c). */
+extern const ox_op ox_act_ops[];
 /* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,

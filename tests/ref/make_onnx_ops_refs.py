@@ -103,6 +103,9 @@ def models():
          14),
         ("ops_rnn", Recurrent(nn.RNN(3, 4, nonlinearity="relu",
                                      num_layers=2)), (3, 2, 3), 14),
+        ("ops_act", Fn(lambda x: torch.cat([F.hardswish(x),
+                                            F.celu(x, 0.7)], 1)),
+         (2, 3, 4), 14),
     ]
 
 
