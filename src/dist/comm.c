@@ -67,6 +67,7 @@ static kiln_comm *comm_new(MPI_Comm from, const char *fn)
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
+    dist_tune_allreduce();
     c->bucket_bytes = (size_t)1 << 20;
     c->weight = 1.0 / c->size;
     dist_sync_init(c);

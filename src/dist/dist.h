@@ -99,6 +99,10 @@ void dist_progress(kiln_comm *c);
 /* Waits for every bucket in flight (before a plan is dropped). */
 void dist_plan_settle(kiln_comm *c, dist_plan *p);
 
+/* Has the MPI library all-reduce buckets by reduce-scatter + all-gather
+   where it would send them through one rank (tune.c). */
+void dist_tune_allreduce(void);
+
 /* Fills c->sync with the callbacks of src/dist/sync.c and zero.c. */
 void dist_sync_init(kiln_comm *c);
 /* Room for one more hook key in c->refs; -1 when out of memory. */
