@@ -292,6 +292,13 @@ static void test_hostile_files(void **state)
          "node 'lstm' (LSTM): W has shape [1,6,3], want [1,8,3]"},
         {"bad_gru_activation", KILN_ERR_UNSUPPORTED,
          "node 'gru' (GRU): activation 'Frob'"},
+        {"bad_einsum_label", KILN_ERR_ARG,
+         "node 'es' (Einsum): equation 'ij,jk->iq': output label 1 repeated "
+         "or not in any input"},
+        {"bad_einsum_rank", KILN_ERR_ARG,
+         "equation 'ijk,jk->ik' does not match input 0"},
+        {"bad_einsum_sizes", KILN_ERR_SHAPE,
+         "operand 1: sizes of a shared label differ"},
         {"bad_shape_divzero", KILN_ERR_UNSUPPORTED,
          "node 'r0' (Reshape): input 1 ('s') must be a constant integer"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},

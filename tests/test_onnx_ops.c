@@ -120,6 +120,14 @@ static void test_activations(void **state)
     check_model("ops_act");
 }
 
+/* torch.einsum: products (batched, transposed, with ellipsis, of three
+   operands), sums, a diagonal, an outer product, an implicit output. */
+static void test_einsum(void **state)
+{
+    (void)state;
+    check_model("ops_einsum");
+}
+
 static char *load_message(const kiln_tensor *values, kiln_status want)
 {
     kiln_graph *g = kiln_graph_new();
@@ -190,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_indexing_and_resampling),
         cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_einsum),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -183,6 +183,8 @@ extern const ox_op ox_loss_ops[], ox_more_ops[], ox_resize_ops[],
 extern const ox_op ox_rnn_ops[];
 /* HardSwish, Celu, MeanVarianceNormalization, LRN (ops_act.c). */
 extern const ox_op ox_act_ops[];
+/* Einsum (ops_einsum.c). */
+extern const ox_op ox_einsum_ops[];
 /* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,

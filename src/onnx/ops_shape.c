@@ -260,9 +260,9 @@ static int conv_slice(ox_ctx *c, ox_node *n)
     n->out_type[0] = ox_in_type(n, 0);
     /* a slice of a known vector (a prefix of a shape) stays known */
     const ox_host *h = n->in[0] ? n->in[0]->known : NULL;
-    if (h && h->i && s.ndim == 1)
-        n->out_known[0] =
-            ox_host_ints(KILN_SHAPE(stop[0] - start[0]), h->i + start[0]);
+    if (h && (h->i || !h->numel) && s.ndim == 1) /* also a 0-d's shape */
+        n->out_known[0] = ox_host_ints(KILN_SHAPE(stop[0] - start[0]),
+                                       h->i ? h->i + start[0] : NULL);
     return 0;
 }
 

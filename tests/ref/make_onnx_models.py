@@ -305,6 +305,15 @@ def hostile():
                          [init("w", np.zeros((1, 6, 3), np.float32)),
                           init("r", np.zeros((1, 6, 2), np.float32))]),
                    "bad_gru_activation")
+    # Einsum: an output label no input has, a term of the wrong rank, and
+    # a contraction over unequal sizes.
+    for name, eq, w in (("bad_einsum_label", "ij,jk->iq", (3, 4)),
+                        ("bad_einsum_rank", "ijk,jk->ik", (3, 4)),
+                        ("bad_einsum_sizes", "ij,jk->ik", (4, 4))):
+        save_unchecked(model([helper.make_node("Einsum", ["x", "w"], ["y"],
+                                               "es", equation=eq)],
+                             [f32("x", [2, 3])], [f32("y", [2, 4])],
+                             [init("w", np.zeros(w, np.float32))]), name)
     # Shapes that do not match: a MatMul of [2,3] by [4,5].
     save_unchecked(model([helper.make_node("MatMul", ["x", "w"], ["y"], "mm")],
                          [f32("x", [2, 3])], [f32("y", [2, 5])],

@@ -79,6 +79,28 @@ class Recurrent(nn.Module):
         return torch.cat([y.flatten()] + [s.flatten() for s in states])
 
 
+class Einsums(nn.Module):
+    """torch.einsum over x [2, 3, 4] and fixed operands: batched and
+    transposed products, ellipsis, sums, a diagonal, an outer product,
+    three operands and an implicit output, all flattened into one."""
+    def __init__(self):
+        super().__init__()
+        gen = torch.Generator().manual_seed(5)
+        self.w1 = torch.randn(2, 4, 5, generator=gen)
+        self.w2 = torch.randn(5, 4, generator=gen)
+        self.w3 = torch.randn(4, 2, generator=gen)
+        self.w4 = torch.randn(5, 2, generator=gen)
+
+    def forward(self, x):
+        e = torch.einsum
+        ys = [e("bij,bjk->bik", x, self.w1), e("bij,kj->bik", x, self.w2),
+              e("...ij,jk->...ik", x, self.w3), e("bij->j", x),
+              e("bii->bi", x[:, :, :3]), e("i,j->ij", x[0, 0], x[1, 1]),
+              e("ij,jk,kl->il", x[0], self.w1[0], self.w4),
+              e("bij,bij", x, x), e("bij->jb", x)]
+        return torch.cat([y.flatten() for y in ys])
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -106,6 +128,7 @@ def models():
         ("ops_act", Fn(lambda x: torch.cat([F.hardswish(x),
                                             F.celu(x, 0.7)], 1)),
          (2, 3, 4), 14),
+        ("ops_einsum", Einsums(), (2, 3, 4), 14),
     ]
 
 
