@@ -221,6 +221,12 @@ static void test_binary(void **state)
         {KILN_SHAPE(300, 257), KILN_SHAPE(257)},
         {KILN_SHAPE(300, 257), KILN_SHAPE(300, 1)},
         {KILN_SHAPE(3, 40000), KILN_SHAPE(1, 40000)},
+        /* equal shapes of several axes: one contiguous walk (ew_plan.c) */
+        {KILN_SHAPE(7, 33), KILN_SHAPE(7, 33)},
+        {KILN_SHAPE(2, 3, 1, 5), KILN_SHAPE(2, 3, 1, 5)},
+        {KILN_SHAPE(1, 1, 1), KILN_SHAPE(1, 1, 1)},
+        {KILN_SHAPE(3, 0), KILN_SHAPE(3, 0)},
+        {KILN_SHAPE(300, 257), KILN_SHAPE(300, 257)}, /* threaded */
     };
     for (size_t b = 0; b < sizeof BINARY / sizeof *BINARY; b++) {
         for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
@@ -251,6 +257,7 @@ static void test_select(void **state)
         {KILN_SHAPE(17, 1), KILN_SHAPE(1, 33), KILN_SHAPE(17, 33)},
         {KILN_SHAPE(0, 3), KILN_SHAPE(3), KILN_SHAPE(1)},
         {KILN_SHAPE(300, 257), KILN_SHAPE(300, 257), KILN_SHAPE(257)},
+        {KILN_SHAPE(17, 33), KILN_SHAPE(17, 33), KILN_SHAPE(17, 33)},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         kiln_graph *g = kiln_graph_new();

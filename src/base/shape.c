@@ -117,12 +117,7 @@ int kiln_shape_valid(kiln_shape s)
 
 int kiln_shape_equal(kiln_shape a, kiln_shape b)
 {
-    if (a.ndim != b.ndim)
-        return 0;
-    for (int i = 0; i < a.ndim; i++)
-        if (a.d[i] != b.d[i])
-            return 0;
-    return 1;
+    return kiln_shape_same(&a, &b);
 }
 
 void kiln_shape_strides(kiln_shape s, int64_t *strides)

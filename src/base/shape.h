@@ -29,6 +29,17 @@ int kiln_shape_valid(kiln_shape s);
    when a, b >= 0 and the sum is at most KILN_MAX_NUMEL; otherwise 0. */
 int kiln_dim_add(int64_t a, int64_t b, int64_t *out);
 int kiln_shape_equal(kiln_shape a, kiln_shape b);
+/* kiln_shape_equal without copying the shapes: shape rules and kernels
+   compare the shapes of every node they see. */
+static inline int kiln_shape_same(const kiln_shape *a, const kiln_shape *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->d[i] != b->d[i])
+            return 0;
+    return 1;
+}
 /* Row-major element strides. */
 void kiln_shape_strides(kiln_shape s, int64_t *strides);
 /* numpy broadcast of a and b into out; 0 when incompatible. */

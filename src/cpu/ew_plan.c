@@ -3,8 +3,28 @@
 
 #include "cpu/ew_plan.h"
 
+/* Every operand of n's shape: one contiguous walk of all the elements,
+   without computing strides or zeroing the plan (a dynamic graph's ops on
+   small values are mostly this, and pay for the plan on every node); the
+   entries past the first axis are never read. */
+static int same_shapes(kiln_ew_plan *p, const kiln_node *n)
+{
+    p->nin = n->n_in < 3 ? n->n_in : 3;
+    for (int k = 0; k < p->nin; k++)
+        if (!kiln_shape_same(&n->in[k]->shape, &n->shape))
+            return 0;
+    p->nd = 1;
+    p->dim[0] = p->inner = kiln_node_numel(n);
+    for (int k = 0; k < p->nin; k++)
+        p->st[k][0] = 1;
+    p->rows = p->inner ? 1 : 0;
+    return 1;
+}
+
 void kiln_ew_plan_init(kiln_ew_plan *p, const kiln_node *n)
 {
+    if (same_shapes(p, n))
+        return;
     memset(p, 0, sizeof *p);
     p->nin = n->n_in < 3 ? n->n_in : 3;
     int64_t st[3][KILN_MAX_DIMS];
@@ -30,7 +50,7 @@ void kiln_ew_plan_init(kiln_ew_plan *p, const kiln_node *n)
             p->nd++;
         }
     }
-    int64_t numel = kiln_shape_numel(n->shape);
+    int64_t numel = kiln_node_numel(n);
     if (p->nd == 0) { /* a single element (or a scalar) */
         p->nd = 1;
         p->dim[0] = numel;

@@ -96,7 +96,7 @@ static void unary_range(void *ctx, int64_t lo, int64_t hi)
 static void run_unary(const kiln_node *n, void *o, void *const *in,
                       unary_span f)
 {
-    unary_job j = {f, o, in[0], kiln_shape_numel(n->shape)};
+    unary_job j = {f, o, in[0], kiln_node_numel(n)};
     int64_t pieces = (j.len + PIECE - 1) / PIECE;
     kiln_par_for(pieces, j.len < PIECE ? j.len : PIECE, unary_range, &j);
 }

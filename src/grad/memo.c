@@ -36,10 +36,7 @@ static int memo_alloc(kiln_graph *g, const kiln_node *loss, int n_wrt,
     size_t n_adj = (size_t)loss->id + 1;
     m->wrt = kiln_arena_alloc(&g->arena, ((size_t)n_wrt + 1) * sizeof *m->wrt);
     m->adj = kiln_arena_alloc(&g->arena, n_adj * sizeof *m->adj);
-    if (!m->wrt || !m->adj)
-        return 0;
-    memset(m->adj, 0, n_adj * sizeof *m->adj);
-    return 1;
+    return m->wrt && m->adj; /* the arena's memory is zeroed */
 }
 
 /* Builds the adjoints and records them as g's last memo; g's status.

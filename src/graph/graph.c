@@ -273,6 +273,40 @@ const char *kiln_graph_strdup(kiln_graph *g, const char *s)
     return p;
 }
 
+kiln_node *kiln_node_append(kiln_graph *g, kiln_op op, kiln_dtype dt,
+                            const kiln_shape *shape, kiln_node *const *in,
+                            int n_in)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
+        kiln_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes)
+            return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
+                                   kiln_op_table[op].name);
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    /* the inputs right after the node: one bump allocation per node */
+    kiln_node *n =
+        kiln_graph_alloc(g, sizeof *n + (size_t)n_in * sizeof *n->in);
+    if (!n)
+        return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
+                               kiln_op_table[op].name);
+    if (n_in) {
+        n->in = (kiln_node **)(n + 1);
+        memcpy(n->in, in, (size_t)n_in * sizeof *n->in);
+    }
+    n->id = g->n_nodes;
+    n->gen = g->gen;
+    n->op = op;
+    n->dtype = dt;
+    n->shape = *shape;
+    n->n_in = n_in;
+    n->graph = g;
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in)
 {
@@ -287,33 +321,7 @@ kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                                kiln_op_table[op].name,
                                kiln_shape_str(shape, b, sizeof b), why);
     }
-    if (g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
-        kiln_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
-        if (!nodes)
-            return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
-                                   kiln_op_table[op].name);
-        g->nodes = nodes;
-        g->cap_nodes = cap;
-    }
-    kiln_node *n = kiln_graph_alloc(g, sizeof *n);
-    kiln_node **ins =
-        n_in ? kiln_graph_alloc(g, (size_t)n_in * sizeof *ins) : NULL;
-    if (!n || (n_in && !ins))
-        return kiln_graph_fail(g, KILN_ERR_MEMORY, "%s: out of memory",
-                               kiln_op_table[op].name);
-    if (n_in)
-        memcpy(ins, in, (size_t)n_in * sizeof *ins);
-    n->id = g->n_nodes;
-    n->gen = g->gen;
-    n->op = op;
-    n->dtype = dt;
-    n->shape = shape;
-    n->n_in = n_in;
-    n->in = ins;
-    n->graph = g;
-    g->nodes[g->n_nodes++] = n;
-    return n;
+    return kiln_node_append(g, op, dt, &shape, in, n_in);
 }
 
 /* ------------------------------------------------------------ introspection */

@@ -220,6 +220,16 @@ struct kiln_node {
     int hook;
 };
 
+/* Elements of n's value.  Its shape passed kiln_shape_size when n was
+   built, so the product needs no check again on every run. */
+static inline int64_t kiln_node_numel(const kiln_node *n)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < n->shape.ndim; i++)
+        numel *= n->shape.d[i];
+    return numel;
+}
+
 /* 1 when passes must keep n as built (not merged, folded, fused or
    simplified away): marked for debugging or hooked. */
 static inline int kiln_node_pinned(const kiln_node *n)
@@ -343,6 +353,12 @@ int kiln_graph_find_double_assign(const kiln_graph *g, int first,
 /* Appends a node with the given inputs; the caller fills attrs after. */
 kiln_node *kiln_node_make(kiln_graph *g, kiln_op op, kiln_dtype dt,
                           kiln_shape shape, kiln_node *const *in, int n_in);
+/* kiln_node_make on a graph that has not failed, for a shape the caller
+   has already checked (kiln_shape_size): the node build path, which
+   checks once and names the builder. */
+kiln_node *kiln_node_append(kiln_graph *g, kiln_op op, kiln_dtype dt,
+                            const kiln_shape *shape, kiln_node *const *in,
+                            int n_in);
 void *kiln_graph_alloc(kiln_graph *g, size_t bytes);
 /* Writes n as an IR line, "%7 = sum(%3) f32[128] axes=0x2 "name"", into
    buf (always terminated, cut at size): a fused node's program, the

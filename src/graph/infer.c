@@ -79,10 +79,7 @@ kiln_status kiln_infer_map(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
         const kiln_shape *b = &n->in[k]->shape;
         /* equal shapes, the common case, without copying shapes around:
            every node of a dynamic graph comes through here */
-        int same = b->ndim == s->ndim;
-        for (int i = 0; same && i < s->ndim; i++)
-            same = b->d[i] == s->d[i];
-        if (same)
+        if (kiln_shape_same(b, s))
             s->sym |= b->sym;
         else if (!kiln_shape_broadcast(*s, *b, s))
             return no_broadcast(n, why, len);
@@ -280,6 +277,27 @@ kiln_status kiln_infer_softmax_ce_grad(const kiln_node *n, kiln_shape *s,
     return st;
 }
 
+/* 1 when a result of shape s and dtype dt has its first input's dims and
+   dtype: that input passed the size check already (every elementwise
+   node of a dynamic graph). */
+static int sized_like_input(const kiln_node *proto, const kiln_shape *s,
+                            kiln_dtype dt)
+{
+    return proto->n_in > 0 && proto->in[0]->dtype == dt &&
+           kiln_shape_same(&proto->in[0]->shape, s);
+}
+
+KILN_COLD static kiln_node *too_big(kiln_graph *g, const char *fn, kiln_op op,
+                                    kiln_shape s, const char *big)
+{
+    char b[SHAPE_BUF];
+    return fn ? kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: result shape %s %s", fn,
+                                S(s, b), big)
+              : kiln_graph_fail(g, KILN_ERR_SHAPE,
+                                "kiln_%s: result shape %s %s",
+                                kiln_op_table[op].name, S(s, b), big);
+}
+
 kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
                            const kiln_node *proto)
 {
@@ -294,14 +312,13 @@ kiln_node *kiln_node_build(kiln_graph *g, const char *fn,
         return fn ? kiln_graph_fail(g, st, "%s: %s", fn, why)
                   : kiln_graph_fail(g, st, "kiln_%s: %s",
                                     kiln_op_table[proto->op].name, why);
-    /* kiln_node_make refuses it too, but could only name the op */
-    const char *big = kiln_shape_size(s, kiln_dtype_size(dt), NULL, NULL);
-    if (big && fn) {
-        char b[SHAPE_BUF];
-        return kiln_graph_fail(g, KILN_ERR_SHAPE, "%s: result shape %s %s", fn,
-                               S(s, b), big);
+    if (!sized_like_input(proto, &s, dt)) {
+        const char *big = kiln_shape_size(s, kiln_dtype_size(dt), NULL, NULL);
+        if (big)
+            return too_big(g, fn, proto->op, s, big);
     }
-    kiln_node *n = kiln_node_make(g, proto->op, dt, s, proto->in, proto->n_in);
+    kiln_node *n =
+        kiln_node_append(g, proto->op, dt, &s, proto->in, proto->n_in);
     if (n->op == proto->op) {
         if (kiln_op_table[n->op].attrs) /* else n->at is the arena's zeros */
             n->at = proto->at;

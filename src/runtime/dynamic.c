@@ -175,8 +175,7 @@ static kiln_status run_kernel(kiln_run_ctx *r, const kiln_node *n)
     if (n->n_in > 8 &&
         !(in = kiln_ws_alloc(r, NULL, (size_t)n->n_in * sizeof *in)))
         return KILN_ERR_MEMORY;
-    size_t bytes =
-        (size_t)kiln_shape_numel(n->shape) * kiln_dtype_size(n->dtype);
+    size_t bytes = (size_t)kiln_node_numel(n) * kiln_dtype_size(n->dtype);
     void *out = rs->e[n->id].block;
     if (out)
         memset(out, 0, bytes);
