@@ -43,7 +43,7 @@ function(kiln_onnx_sources var)
   # Generated code: not ours to warn about.
   set_source_files_properties(${gen}/onnx.pb-c.c PROPERTIES
     GENERATED ON COMPILE_OPTIONS -w)
-  file(GLOB onnx_sources ${CMAKE_SOURCE_DIR}/src/onnx/*.c)
+  file(GLOB onnx_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/onnx/*.c)
   list(FILTER onnx_sources EXCLUDE REGEX "/unavailable\\.c$")
   list(APPEND sources ${onnx_sources} ${gen}/onnx.pb-c.c)
   set(${var} ${sources} PARENT_SCOPE)

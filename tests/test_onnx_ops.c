@@ -128,6 +128,14 @@ static void test_einsum(void **state)
     check_model("ops_einsum");
 }
 
+/* F.conv3d (grouped, strided, padded, dilated, with bias), F.max_pool3d
+   and F.avg_pool3d (pads counted and not). */
+static void test_volumes(void **state)
+{
+    (void)state;
+    check_model("ops_volumes");
+}
+
 static char *load_message(const kiln_tensor *values, kiln_status want)
 {
     kiln_graph *g = kiln_graph_new();
@@ -199,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_einsum),
+        cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,7 +65,7 @@ static int read_window(ox_ctx *c, const ox_node *n, kiln_shape xs,
     w->nsp = xs.ndim - 2;
     if (w->nsp < 1 || w->nsp > 2)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                          "%d spatial dims (Kiln has 1 and 2)", w->nsp),
+                          "%d spatial dims (Kiln has 1 to 3)", w->nsp),
                -1;
     if (ox_ints_attr(c, n, "strides", w->nsp, 1, st) ||
         ox_ints_attr(c, n, "dilations", w->nsp, 1, dl) ||
@@ -130,14 +130,17 @@ static int conv_conv(ox_ctx *c, ox_node *n)
     kiln_shape ws = kiln_node_shape(wt);
     int64_t group, ks[2];
     window w;
-    if (ox_attr_int(c, n, "group", 1, &group) ||
-        read_window(c, n, kiln_node_shape(x), ws.d + 2, &w))
+    if (ox_attr_int(c, n, "group", 1, &group))
+        return -1;
+    if (group < 1 || group > INT32_MAX)
+        return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
+    if (kiln_node_shape(x).ndim == 5)
+        return ox_conv3d(c, n, group);
+    if (read_window(c, n, kiln_node_shape(x), ws.d + 2, &w))
         return -1;
     if (ws.ndim != w.nsp + 2 ||
         ox_ints_attr(c, n, "kernel_shape", w.nsp, 1, ks))
         return ox_problem(c, n, KILN_ERR_SHAPE, "weight rank"), -1;
-    if (group < 1 || group > INT32_MAX)
-        return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
     x = to_2d(c, even_pads(c, x, &w, 0, 0), &w);
     if (w.nsp == 1)
         wt = kiln_reshape(c->g, wt, KILN_SHAPE(ws.d[0], ws.d[1], 1, ws.d[2]));
@@ -160,9 +163,13 @@ static int conv_pool(ox_ctx *c, ox_node *n)
     int64_t ks[2], ceil_mode, cip = 0, order = 0;
     window w;
     int nsp = xs.ndim - 2;
+    if (n->n_out > 1 && n->p->output[1] && *n->p->output[1])
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "the Indices output"), -1;
+    if (nsp == 3)
+        return ox_pool3d(c, n, max);
     if (nsp < 1 || nsp > 2)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                          "%d spatial dims (Kiln has 1 and 2)", nsp),
+                          "%d spatial dims (Kiln has 1 to 3)", nsp),
                -1;
     if (ox_ints_attr(c, n, "kernel_shape", nsp >= 1 && nsp <= 2 ? nsp : 0, 1,
                      ks) ||
@@ -171,8 +178,6 @@ static int conv_pool(ox_ctx *c, ox_node *n)
         ox_attr_int(c, n, "count_include_pad", 0, &cip) ||
         ox_attr_int(c, n, "storage_order", 0, &order))
         return -1;
-    if (n->n_out > 1 && n->p->output[1] && *n->p->output[1])
-        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "the Indices output"), -1;
     int wide = 0;
     for (int k = 0; k < w.nsp; k++)
         wide |= 2 * w.lo[k] > w.k[k] || 2 * w.hi[k] > w.k[k];

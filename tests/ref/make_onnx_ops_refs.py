@@ -101,6 +101,27 @@ class Einsums(nn.Module):
         return torch.cat([y.flatten() for y in ys])
 
 
+class Volumes(nn.Module):
+    """3-D convolution and pools of x [2, 4, 5, 6, 5]: a grouped, strided,
+    padded, dilated conv3d with bias; max_pool3d padded; avg_pool3d padded
+    without and with the pads counted (weights from their own generator,
+    so the other cases' random inputs stay the same)."""
+    def __init__(self):
+        super().__init__()
+        gen = torch.Generator().manual_seed(7)
+        self.w = torch.randn(6, 2, 2, 3, 2, generator=gen) * 0.3
+        self.b = torch.randn(6, generator=gen)
+
+    def forward(self, x):
+        ys = [F.conv3d(x, self.w, self.b, stride=(2, 1, 2), padding=(1, 0, 1),
+                       dilation=(1, 2, 1), groups=2),
+              F.max_pool3d(x, 2, stride=2, padding=1),
+              F.avg_pool3d(x, 3, stride=(1, 2, 2), padding=1,
+                           count_include_pad=False),
+              F.avg_pool3d(x, 2, stride=1, padding=1)]
+        return torch.cat([y.flatten() for y in ys])
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -129,6 +150,7 @@ def models():
                                             F.celu(x, 0.7)], 1)),
          (2, 3, 4), 14),
         ("ops_einsum", Einsums(), (2, 3, 4), 14),
+        ("ops_volumes", Volumes(), (2, 4, 5, 6, 5), 13),
     ]
 
 
