@@ -39,7 +39,8 @@ static inline __mmask16 lanes(int64_t w)
 /* The 16x16 transpose, in place: v[i] becomes column i.  Pairs of rows
    are interleaved by floats, then by pairs of floats, then 128-bit lanes
    twice. */
-AVX512 static void transpose16(__m512 v[VEC])
+__attribute__((always_inline, target("avx512f"))) static inline void
+transpose16(__m512 v[VEC])
 {
     __m512 t[VEC];
 #pragma GCC unroll 8
@@ -86,6 +87,13 @@ AVX512 static void pack_transposed(const float *src, int64_t ld, int64_t rows,
         v[r] = r < rows ? _mm512_maskz_loadu_ps(cm, src + r * ld)
                         : _mm512_setzero_ps();
     transpose16(v);
+    /* a constant count lets v stay in registers */
+    if (cols == VEC) {
+#pragma GCC unroll 16
+        for (int q = 0; q < VEC; q++)
+            _mm512_mask_storeu_ps(dst + q * dstride, mask, v[q]);
+        return;
+    }
     for (int64_t q = 0; q < cols; q++)
         _mm512_mask_storeu_ps(dst + q * dstride, mask, v[q]);
 }
