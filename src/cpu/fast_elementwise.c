@@ -124,6 +124,15 @@ static void binary_range(void *ctx, int64_t lo, int64_t hi)
 {
     ew_job *j = ctx;
     int64_t sa = j->p.st[0][j->p.nd - 1], sb = j->p.st[1][j->p.nd - 1];
+    if (j->p.nd == 1) { /* one walk (equal shapes, a scalar): items are its
+                           pieces, without dividing item numbers */
+        for (int64_t s = lo * PIECE; s < hi * PIECE && s < j->p.inner;
+             s += PIECE) {
+            int64_t len = j->p.inner - s < PIECE ? j->p.inner - s : PIECE;
+            j->f(j->o + s, j->in[0] + s * sa, sa, j->in[1] + s * sb, sb, len);
+        }
+        return;
+    }
     if (j->pieces == 1 && j->p.nd == 2) { /* rows: the bias-add shape */
         int64_t ra = j->p.st[0][0], rb = j->p.st[1][0], w = j->p.inner;
         for (int64_t r = lo; r < hi; r++)

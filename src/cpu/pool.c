@@ -124,10 +124,16 @@ void kiln_par_for(int64_t n, int64_t cost_per_item, kiln_range_fn fn, void *ctx)
 {
     if (n <= 0)
         return;
+    /* small work (a dynamic graph's every op on small values) runs here
+       before the context is even looked at */
+    if (n * cost_per_item < KILN_PAR_MIN) {
+        fn(ctx, 0, n);
+        return;
+    }
     const kiln_exec_ctx *cur = kiln_exec_current();
     job j = {fn, ctx, n, 1, cur ? *cur : kiln_exec_defaults()};
     j.shares = j.run.threads < n ? j.run.threads : (int)n;
-    if (j.shares < 2 || n * cost_per_item < KILN_PAR_MIN) {
+    if (j.shares < 2) {
         fn(ctx, 0, n);
         return;
     }
