@@ -247,7 +247,7 @@ ONNX_PICKS = [
     "pytorch-operator/test_operator_chunk",
     "pytorch-operator/test_operator_reduced_mean_keepdim",
     "simple/test_expand_shape_model4", "node/test_lstm_with_peepholes",
-    "node/test_gru_seq_length", "node/test_lrn",
+    "node/test_gru_seq_length", "node/test_lrn", "node/test_gridsample_bicubic",
     "node/test_layer_normalization_3d_axis_negative_1_epsilon_expanded",
 ]
 

@@ -136,6 +136,15 @@ static void test_volumes(void **state)
     check_model("ops_volumes");
 }
 
+/* F.grid_sample in every mode (bilinear, nearest, bicubic) and padding
+   (zeros, border, reflection), with and without align_corners, on a grid
+   computed from x: the gradient reaches x through both operands. */
+static void test_grid_sample(void **state)
+{
+    (void)state;
+    check_model("ops_grid");
+}
+
 static char *load_message(const kiln_tensor *values, kiln_status want)
 {
     kiln_graph *g = kiln_graph_new();
@@ -208,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_einsum),
         cmocka_unit_test(test_volumes),
+        cmocka_unit_test(test_grid_sample),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

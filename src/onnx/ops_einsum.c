@@ -311,13 +311,14 @@ static int conv_einsum(ox_ctx *c, ox_node *n)
             n_keep = gather_labels(&t[j], keep, n_keep);
         if (contract(c->g, &t[0], &t[k], keep, n_keep))
             return ox_problem(c, n, KILN_ERR_SHAPE,
-                              "operand %d: sizes of a shared label differ, or "
-                              "more than 8 dims",
+                              "operand %d: sizes of a shared label differ, a "
+                              "diagonal over 4096, or more than 8 dims",
                               k),
                    -1;
     }
     if (reduce(c->g, &t[0], out, n_out))
-        return ox_problem(c, n, KILN_ERR_SHAPE, "a diagonal of unequal sizes"),
+        return ox_problem(c, n, KILN_ERR_SHAPE,
+                          "a diagonal of unequal sizes or over 4096"),
                -1;
     ox_out(c, n, arrange(c->g, &t[0], out), ox_in_type(n, 0));
     return 0;

@@ -122,6 +122,26 @@ class Volumes(nn.Module):
         return torch.cat([y.flatten() for y in ys])
 
 
+class GridSamples(nn.Module):
+    """F.grid_sample of x [1, 2, 4, 5] on a grid that depends on x (so the
+    gradient reaches both), in every mode and padding, partly outside."""
+    def __init__(self):
+        super().__init__()
+        gen = torch.Generator().manual_seed(9)
+        self.g0 = torch.randn(1, 4, 5, 2, generator=gen)
+
+    def forward(self, x):
+        grid = 1.3 * torch.tanh(self.g0 + 0.5 * x.permute(0, 2, 3, 1))
+        ys = [F.grid_sample(x, grid, mode=m, padding_mode=p, align_corners=a)
+              for m, p, a in (("bilinear", "zeros", False),
+                              ("bilinear", "border", True),
+                              ("bilinear", "reflection", False),
+                              ("nearest", "zeros", False),
+                              ("bicubic", "zeros", False),
+                              ("bicubic", "reflection", True))]
+        return torch.cat([y.flatten() for y in ys])
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -151,6 +171,7 @@ def models():
          (2, 3, 4), 14),
         ("ops_einsum", Einsums(), (2, 3, 4), 14),
         ("ops_volumes", Volumes(), (2, 4, 5, 6, 5), 13),
+        ("ops_grid", GridSamples(), (1, 2, 4, 5), 16),
     ]
 
 
