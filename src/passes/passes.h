@@ -157,4 +157,9 @@ int *kiln_unit_uses(const kiln_unit *p);
    zero: -0 and +0 differ). */
 int kiln_is_constant_value(const kiln_node *n, float v);
 
+/* passes/gelu_match.c: old's replacement, one gelu_tanh node, when old is
+   the tanh gelu written out in primitives (as kiln_gelu builds it, or an
+   ONNX export); else NULL. */
+kiln_node *kiln_match_gelu_tanh(kiln_rewriter *rw, const kiln_node *old);
+
 #endif

@@ -28,6 +28,8 @@ static kiln_node *simplify_arith(kiln_rewriter *rw, const kiln_node *old,
     kiln_node *a = in[0], *b = in[1], *r = NULL;
     switch (old->op) {
     case KILN_OP_MUL:
+        if ((r = kiln_match_gelu_tanh(rw, old)))
+            return r;
         if (kiln_is_constant_value(b, 1.0f))
             r = as_is(old, a);
         if (!r && kiln_is_constant_value(a, 1.0f))

@@ -287,5 +287,6 @@ case("softmax_ce_grad", [U((4, 5), -3, 3), ints((4,), 0, 5)],
 case("asin", [U((3, 4), -0.99, 0.99)], torch.asin)
 case("acos", [U((3, 4), -0.99, 0.99)], torch.acos)
 case("atan", [U((3, 4), -6, 6)], torch.atan)
+case("gelu_tanh", [U((3, 5), -6, 6)], lambda x: F.gelu(x, approximate="tanh"))
 
 write_all()
