@@ -210,6 +210,9 @@ static int check_shape(ox_ctx *c, const ox_node *n, kiln_node *x,
    the initial state h, c [batch, H]. */
 typedef struct dir_w {
     kiln_node *w, *r, *wb, *rb, *p, *h, *c;
+    /* sliced once, not per step: the peepholes i, o, f; GRU's R and Rb
+       for the z and r gates and for the h gate */
+    kiln_node *pi, *po, *pf, *rzr, *rh, *rbzr, *rbh;
 } dir_w;
 
 /* Input k of direction d: in[k][d], without its leading axis. */
@@ -266,6 +269,16 @@ static void dir_operands(kiln_graph *g, const rnn *r, kiln_node **in, int d,
     w->p = p ? kiln_reshape(g, p, KILN_SHAPE(1, 3 * r->hidden)) : NULL;
     w->h = in[5] ? part(g, in[5], d) : kiln_fill(g, hs, 0);
     w->c = in[6] ? part(g, in[6], d) : kiln_fill(g, hs, 0);
+    int64_t H = r->hidden;
+    w->pi = w->p ? cols(g, w->p, 0, H) : NULL;
+    w->po = w->p ? cols(g, w->p, 1, H) : NULL;
+    w->pf = w->p ? cols(g, w->p, 2, H) : NULL;
+    if (r->kind == GRU) {
+        w->rzr = take(g, w->r, 0, 0, 2 * H);
+        w->rh = take(g, w->r, 0, 2 * H, 3 * H);
+        w->rbzr = w->rb ? cols(g, w->rb, 0, 2 * H) : NULL;
+        w->rbh = w->rb ? cols(g, w->rb, 2, H) : NULL;
+    }
 }
 
 static kiln_node *add_opt(kiln_graph *g, kiln_node *a, kiln_node *b)
@@ -283,9 +296,7 @@ static kiln_node *lstm_step(kiln_graph *g, const rnn *r, const dir_w *w,
                             const act *a, kiln_node *pre, kiln_node **cell)
 {
     int64_t H = r->hidden;
-    kiln_node *pi = w->p ? cols(g, w->p, 0, H) : NULL,
-              *po = w->p ? cols(g, w->p, 1, H) : NULL,
-              *pf = w->p ? cols(g, w->p, 2, H) : NULL;
+    kiln_node *pi = w->pi, *po = w->po, *pf = w->pf;
     kiln_node *i =
         apply(g, &a[0], add_opt(g, cols(g, pre, 0, H), mul_opt(g, pi, *cell)),
               r->clip);
@@ -308,12 +319,8 @@ static kiln_node *gru_step(kiln_graph *g, const rnn *r, const dir_w *w,
                            const act *a, kiln_node *xw, kiln_node *h)
 {
     int64_t H = r->hidden;
-    kiln_node *rzr = take(g, w->r, 0, 0, 2 * H),
-              *rh = take(g, w->r, 0, 2 * H, 3 * H);
-    kiln_node *hr = kiln_matmul(g, h, rzr, 0, 1);
-    if (w->rb)
-        hr = kiln_add(g, hr, cols(g, w->rb, 0, 2 * H));
-    kiln_node *rbh = w->rb ? cols(g, w->rb, 2, H) : NULL;
+    kiln_node *rh = w->rh, *rbh = w->rbh;
+    kiln_node *hr = add_opt(g, kiln_matmul(g, h, w->rzr, 0, 1), w->rbzr);
     kiln_node *z = apply(
         g, &a[0], kiln_add(g, cols(g, xw, 0, H), cols(g, hr, 0, H)), r->clip);
     kiln_node *reset = apply(
@@ -420,7 +427,7 @@ static int conv_rnn(ox_ctx *c, ox_node *n)
         return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
     kiln_node *hs[2], *cs[2];
     for (int d = 0; d < r.dirs; d++) {
-        dir_w w;
+        dir_w w = {0};
         dir_operands(c->g, &r, in, d, &w);
         run_dir(c->g, &r, &w, r.acts[d], d == 1 || r.reverse, ys + d * r.seq,
                 &hs[d], &cs[d]);
