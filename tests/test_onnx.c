@@ -140,6 +140,16 @@ static void test_shape_arithmetic(void **state)
     run_model("shape_arith", "shape_arith");
 }
 
+/* Upsample at opsets 7 and 9 and Resize at opset 10 (NumPy references of
+   ONNX Runtime's rule, tests/ref/make_onnx_models.py). */
+static void test_upsample(void **state)
+{
+    (void)state;
+    run_model("upsample9", "upsample9");
+    run_model("upsample7", "upsample7");
+    run_model("resize10", "resize10");
+}
+
 /* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
 static void test_torch_exports(void **state)
 {
@@ -301,6 +311,10 @@ static void test_hostile_files(void **state)
          "operand 1: sizes of a shared label differ"},
         {"bad_shape_divzero", KILN_ERR_UNSUPPORTED,
          "node 'r0' (Reshape): input 1 ('s') must be a constant integer"},
+        {"bad_upsample_count", KILN_ERR_ARG,
+         "node 'up' (Upsample): 3 scales for an input of 4 dims"},
+        {"bad_upsample_nan", KILN_ERR_ARG,
+         "node 'up' (Upsample): bad size on axis 2"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},
         {"missing_file", KILN_ERR_IO, "cannot open"},
     };
@@ -396,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_cnn),
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_shape_arithmetic),
+        cmocka_unit_test(test_upsample),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_symbolic_batch),

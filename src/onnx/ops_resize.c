@@ -188,13 +188,34 @@ static kiln_node *resize_axis(ox_ctx *c, const ox_node *n, kiln_node *x,
     return kiln_reshape(c->g, y, s);
 }
 
-/* The output size and scale of every axis, from sizes (input 3) or scales
-   (input 2), whichever is given. */
-static int target(ox_ctx *c, const ox_node *n, kiln_shape xs, int64_t *out,
-                  double *scale)
+/* The output size and scale of every axis from scales, each output size
+   floor(scale * in). */
+static int from_scales(ox_ctx *c, const ox_node *n, kiln_shape xs,
+                       const float *sc, int64_t count, int64_t *out,
+                       double *scale)
 {
-    const ox_value *sc = n->n_in > 2 ? n->in[2] : NULL;
-    const ox_value *sz = n->n_in > 3 ? n->in[3] : NULL;
+    if (count != xs.ndim)
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "%lld scales for an input of %d dims",
+                          (long long)count, xs.ndim),
+               -1;
+    for (int k = 0; k < xs.ndim; k++) {
+        scale[k] = sc[k];
+        double size = scale[k] * (double)xs.d[k];
+        /* checked before the conversion: inf, NaN or past int64 is
+           undefined */
+        out[k] = size >= 1 && size <= INT32_MAX ? (int64_t)size : 0;
+    }
+    return 0;
+}
+
+/* The output size and scale of every axis, from sizes (input 3) or scales
+   (input isc), whichever is given. */
+static int target(ox_ctx *c, const ox_node *n, int isc, kiln_shape xs,
+                  int64_t *out, double *scale)
+{
+    const ox_value *sc = n->n_in > isc ? n->in[isc] : NULL;
+    const ox_value *sz = n->n_in > 3 && isc == 2 ? n->in[3] : NULL;
     if (sz && !(sz->known && sz->known->numel == 0)) {
         const ox_host *h = ox_known_ints(c, n, 3);
         if (!h)
@@ -207,14 +228,9 @@ static int target(ox_ctx *c, const ox_node *n, kiln_shape xs, int64_t *out,
             out[k] = h->i[k];
             scale[k] = (double)out[k] / (double)xs.d[k];
         }
-    } else if (sc && sc->known && sc->known->f && sc->known->numel == xs.ndim) {
-        for (int k = 0; k < xs.ndim; k++) {
-            scale[k] = sc->known->f[k];
-            double size = scale[k] * (double)xs.d[k];
-            /* checked before the conversion: inf, NaN or past int64 is
-               undefined */
-            out[k] = size >= 1 && size <= INT32_MAX ? (int64_t)size : 0;
-        }
+    } else if (sc && sc->known && sc->known->f) {
+        if (from_scales(c, n, xs, sc->known->f, sc->known->numel, out, scale))
+            return -1;
     } else
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "scales or sizes must be known while loading"),
@@ -225,29 +241,79 @@ static int target(ox_ctx *c, const ox_node *n, kiln_shape xs, int64_t *out,
     return 0;
 }
 
-static int conv_resize(ox_ctx *c, ox_node *n)
+/* x with every axis resized to out; 0 when its output is recorded. */
+static int resize_all(ox_ctx *c, ox_node *n, kiln_node *y, const int64_t *out,
+                      const double *scale, const resize_attrs *a)
 {
-    resize_attrs a;
-    int64_t out[KILN_MAX_DIMS];
-    double scale[KILN_MAX_DIMS];
-    if (c->opset < 11)
-        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "Resize before opset 11"),
-               -1;
-    kiln_node *y = ox_f32(c, n, 0);
     kiln_shape xs = kiln_node_shape(y);
-    if (read_attrs(c, n, &a) || target(c, n, xs, out, scale))
-        return -1;
     for (int k = 0; y && k < xs.ndim; k++)
-        y = resize_axis(c, n, y, k, out[k], scale[k], &a);
+        y = resize_axis(c, n, y, k, out[k], scale[k], a);
     if (!y)
         return -1;
     ox_out(c, n, y, ox_in_type(n, 0));
     return 0;
 }
 
+static int conv_resize(ox_ctx *c, ox_node *n)
+{
+    resize_attrs a;
+    int64_t out[KILN_MAX_DIMS];
+    double scale[KILN_MAX_DIMS];
+    kiln_node *y = ox_f32(c, n, 0);
+    kiln_shape xs = kiln_node_shape(y);
+    if (read_attrs(c, n, &a) || target(c, n, 2, xs, out, scale))
+        return -1;
+    return resize_all(c, n, y, out, scale, &a);
+}
+
+/* Upsample (opsets 7 to 9) and Resize of opset 10: nearest or linear, the
+   scales an attribute (opset 7 and 8) or input 1.  Their output point x
+   reads input point x / scale (ONNX's "asymmetric" coordinates), the
+   nearest the one below it, as ONNX Runtime does; output sizes are
+   floor(scale * in). */
+static int conv_upsample(ox_ctx *c, ox_node *n)
+{
+    int64_t out[KILN_MAX_DIMS];
+    double scale[KILN_MAX_DIMS];
+    char mode[32];
+    if (ox_attr_string(c, n, "mode", "nearest", mode, sizeof mode))
+        return -1;
+    resize_attrs a = {.mode =
+                          !strcmp(mode, "nearest") ? M_NEAREST
+                          : !strcmp(mode, "linear") || !strcmp(mode, "bilinear")
+                              ? M_LINEAR
+                              : -1,
+                      .coord = C_ASYMMETRIC,
+                      .nearest = N_FLOOR,
+                      .cubic_a = -0.75};
+    if (a.mode < 0)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "mode '%s'", mode), -1;
+    kiln_node *y = ox_f32(c, n, 0);
+    kiln_shape xs = kiln_node_shape(y);
+    const Onnx__AttributeProto *at = ox_attr(n, "scales");
+    if (at && n->n_in < 2) {
+        if (at->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS)
+            return ox_problem(c, n, KILN_ERR_ARG, "scales must be floats"), -1;
+        if (from_scales(c, n, xs, at->floats, (int64_t)at->n_floats, out,
+                        scale))
+            return -1;
+    } else if (target(c, n, 1, xs, out, scale))
+        return -1;
+    for (int k = 0; k < xs.ndim; k++)
+        if (out[k] < 1 || xs.d[k] < 1 || !(scale[k] > 0))
+            return ox_problem(c, n, KILN_ERR_ARG, "bad size on axis %d", k), -1;
+    return resize_all(c, n, y, out, scale, &a);
+}
+
+static int conv_resize_any(ox_ctx *c, ox_node *n)
+{
+    return c->opset < 11 ? conv_upsample(c, n) : conv_resize(c, n);
+}
+
 const ox_op ox_resize_ops[] = {
-    {"Resize", conv_resize,
+    {"Resize", conv_resize_any,
      "coordinate_transformation_mode,cubic_coeff_a,exclude_outside,"
      "extrapolation_value,mode,nearest_mode"},
+    {"Upsample", conv_upsample, "mode,scales"},
     {NULL, NULL, NULL},
 };

@@ -321,6 +321,60 @@ def hostile():
                    "bad_matmul")
 
 
+def upsample_ref(x, scales, mode):
+    """ONNX Runtime's Upsample (and opset-10 Resize): output point o of an
+    axis reads input point o / scale, the nearest the one below it, linear
+    between it and the next (the last point repeated past the end)."""
+    y = x
+    for axis, s in enumerate(scales):
+        n = y.shape[axis]
+        out = int(np.floor(n * s))
+        src = np.arange(out) / s
+        lo = np.minimum(np.floor(src).astype(int), n - 1)
+        if mode == "nearest":
+            y = np.take(y, lo, axis=axis)
+            continue
+        hi = np.minimum(lo + 1, n - 1)
+        shape = [1] * y.ndim
+        shape[axis] = out
+        f = (src - lo).reshape(shape)
+        y = np.take(y, lo, axis=axis) * (1 - f) + np.take(y, hi, axis=axis) * f
+    return y.astype(np.float32)
+
+
+def upsample():
+    """Upsample at opset 9 (linear, scales an input) and 7 (nearest, scales
+    an attribute), Resize at opset 10 (nearest, down on one axis); and two
+    bad ones: a scale per missing axis, and a NaN scale."""
+    cases = (("upsample9", 9, "Upsample", "linear", (1, 2, 3, 4),
+              [1, 1, 2, 1.5]),
+             ("upsample7", 7, "Upsample", "nearest", (1, 1, 2, 3),
+              [1.0, 1.0, 3.0, 2.0]),
+             ("resize10", 10, "Resize", "nearest", (1, 2, 3, 4),
+              [1, 1, 1.5, 0.5]))
+    for name, opset, op, mode, shape, scales in cases:
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = upsample_ref(x, scales, mode)
+        sc = np.array(scales, np.float32)
+        if opset == 7:
+            node = helper.make_node(op, ["x"], ["y"], "up", mode=mode,
+                                    scales=scales)
+            inits = []
+        else:
+            node = helper.make_node(op, ["x", "s"], ["y"], "up", mode=mode)
+            inits = [init("s", sc)]
+        save(model([node], [f32("x", list(shape))], [f32("y", list(y.shape))],
+                   inits, opset=opset), name)
+        write_refs(name, [("x", x)], [("y", y)])
+    for name, sc in (("bad_upsample_count", [1, 2, 2]),
+                     ("bad_upsample_nan", [1, 1, float("nan"), 2])):
+        save_unchecked(model([helper.make_node("Upsample", ["x", "s"], ["y"],
+                                               "up")],
+                             [f32("x", [1, 1, 2, 2])], [f32("y", [1, 1, 4, 4])],
+                             [init("s", np.array(sc, np.float32))], opset=9),
+                       name)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -329,6 +383,7 @@ def main():
     shape_arith()
     unsupported()
     hostile()
+    upsample()
 
 
 if __name__ == "__main__":
