@@ -140,6 +140,12 @@ static void test_shape_arithmetic(void **state)
     run_model("shape_arith", "shape_arith");
 }
 
+static void assert_has(const char *msg, const char *part)
+{
+    if (!strstr(msg, part))
+        fail_msg("'%s' not in:\n%s", part, msg);
+}
+
 /* Upsample at opsets 7 and 9 and Resize at opset 10 (NumPy references of
    ONNX Runtime's rule, tests/ref/make_onnx_models.py). */
 static void test_upsample(void **state)
@@ -148,6 +154,45 @@ static void test_upsample(void **state)
     run_model("upsample9", "upsample9");
     run_model("upsample7", "upsample7");
     run_model("resize10", "resize10");
+}
+
+/* ReverseSequence with the lengths given when running, and MaxUnpool of
+   overlapping windows (NumPy references). */
+static void test_reorder(void **state)
+{
+    (void)state;
+    run_model("revseq_time", "revseq_time");
+    run_model("revseq_batch", "revseq_batch");
+    run_model("unpool_1d", "unpool_1d");
+}
+
+/* A length past the sequence is an error of the run naming the op that
+   reads out of range, not a read past x. */
+static void test_reverse_sequence_bad_length(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_onnx_options opt = {.named_dim_size = 5};
+    kiln_onnx_model *m = load_ok(g, "revseq_time", &opt);
+    kiln_node *ins[2] = {kiln_onnx_input(m, 0), kiln_onnx_input(m, 1)};
+    kiln_node *out = kiln_onnx_output(m, 0);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_function *f = kiln_compile(s, g, &out, 1, ins, 2);
+    assert_non_null(f);
+    kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(5, 3, 2));
+    kiln_tensor *lens = kiln_tensor_new(KILN_I32, KILN_SHAPE(3));
+    kiln_tensor *y = kiln_tensor_new(KILN_F32, KILN_SHAPE(5, 3, 2));
+    int32_t *l = kiln_tensor_i32(lens);
+    l[0] = 9, l[1] = 1, l[2] = 1;
+    kiln_tensor *in_t[2] = {x, lens};
+    assert_int_not_equal(kiln_run(f, in_t, &y), KILN_OK);
+    assert_has(kiln_session_error(s), "index");
+    kiln_tensor_free(x);
+    kiln_tensor_free(lens);
+    kiln_tensor_free(y);
+    kiln_session_free(s);
+    kiln_onnx_free(m);
+    kiln_graph_free(g);
 }
 
 /* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
@@ -255,12 +300,6 @@ static char *load_fails(const char *name, kiln_status want)
     return msg;
 }
 
-static void assert_has(const char *msg, const char *part)
-{
-    if (!strstr(msg, part))
-        fail_msg("'%s' not in:\n%s", part, msg);
-}
-
 static void test_unsupported_listed(void **state)
 {
     (void)state;
@@ -315,6 +354,10 @@ static void test_hostile_files(void **state)
          "node 'up' (Upsample): 3 scales for an input of 4 dims"},
         {"bad_upsample_nan", KILN_ERR_ARG,
          "node 'up' (Upsample): bad size on axis 2"},
+        {"bad_revseq_axes", KILN_ERR_ARG,
+         "node 'rs' (ReverseSequence): batch_axis 2 and time_axis 0"},
+        {"bad_unpool_huge", KILN_ERR_SHAPE,
+         "node 'up' (MaxUnpool): output_shape has too many elements"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},
         {"missing_file", KILN_ERR_IO, "cannot open"},
     };
@@ -411,6 +454,8 @@ int main(void)
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_shape_arithmetic),
         cmocka_unit_test(test_upsample),
+        cmocka_unit_test(test_reorder),
+        cmocka_unit_test(test_reverse_sequence_bad_length),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_symbolic_batch),

@@ -187,6 +187,8 @@ extern const ox_op ox_act_ops[];
 extern const ox_op ox_einsum_ops[];
 /* GridSample (ops_grid.c). */
 extern const ox_op ox_grid_ops[];
+/* ReverseSequence and MaxUnpool (ops_reorder.c). */
+extern const ox_op ox_reorder_ops[];
 /* Conv (group given) and MaxPool / AveragePool (max set) of a 5-D x from
    Kiln's 2-D ops (ops_conv3d.c); -1 with a recorded problem. */
 int ox_conv3d(ox_ctx *c, ox_node *n, int64_t group);

@@ -375,6 +375,62 @@ def upsample():
                        name)
 
 
+def i64(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def reorder():
+    """ReverseSequence with sequence_lens given when running (time first
+    and batch first), MaxUnpool of a 1-D max pool with overlapping windows
+    (one index twice); and bad ones: axes not 0 and 1, an output_shape past
+    any size."""
+    for name, ta, shape, lens in (("revseq_time", 0, (5, 3, 2), [5, 2, 1]),
+                                  ("revseq_batch", 1, (3, 4), [4, 1, 3])):
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = np.array(lens, np.int64)
+        y = x.copy()
+        for b, n in enumerate(lens):
+            if ta == 0:
+                y[:n, b] = x[:n, b][::-1]
+            else:
+                y[b, :n] = x[b, :n][::-1]
+        node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], "rs",
+                                batch_axis=1 - ta, time_axis=ta)
+        save(model([node], [f32("x", list(shape)), i64("lens", [len(lens)])],
+                   [f32("y", list(shape))], []), name)
+        write_refs(name, [("x", x), ("lens", lens)], [("y", y)])
+    # max pool of kernel 3, stride 2 over 7 points: windows [0,3), [2,5),
+    # [4,7) share points 2 and 4; the maxima sit there.
+    x0 = np.array([[[0.1, 0.2, 3.0, 0.3, 2.0, 0.5, 0.4],
+                    [1.0, -2.0, -3.0, 0.5, -1.0, 0.25, 4.0]]], np.float32)
+    flat = x0.reshape(-1)
+    starts = [0, 2, 4]
+    idx = np.array([[[c * 7 + s + int(np.argmax(x0[0, c, s:s + 3]))
+                      for s in starts] for c in range(2)]], np.int64)
+    xs = flat[idx]
+    y = np.zeros(14, np.float32)
+    y[idx.reshape(-1)] = xs.reshape(-1)
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], "up",
+                            kernel_shape=[3], strides=[2])
+    save(model([node], [f32("x", [1, 2, 3]), i64("i", [1, 2, 3])],
+               [f32("y", [1, 2, 7])], [], opset=11), "unpool_1d")
+    write_refs("unpool_1d", [("x", xs), ("i", idx)],
+               [("y", y.reshape(1, 2, 7))])
+    save_unchecked(model([helper.make_node("ReverseSequence", ["x", "lens"],
+                                           ["y"], "rs", batch_axis=2,
+                                           time_axis=0)],
+                         [f32("x", [3, 2, 2]), i64("lens", [2])],
+                         [f32("y", [3, 2, 2])], []), "bad_revseq_axes")
+    save_unchecked(model([helper.make_node("MaxUnpool", ["x", "i", "s"], ["y"],
+                                           "up", kernel_shape=[2, 2],
+                                           strides=[2, 2])],
+                         [f32("x", [1, 1, 2, 2]), i64("i", [1, 1, 2, 2])],
+                         [f32("y", [1, 1, 4, 4])],
+                         [init("s", np.array([1, 1, 1 << 40, 1 << 40],
+                                             np.int64))], opset=11),
+                   "bad_unpool_huge")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -384,6 +440,7 @@ def main():
     unsupported()
     hostile()
     upsample()
+    reorder()
 
 
 if __name__ == "__main__":
