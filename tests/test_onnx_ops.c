@@ -159,6 +159,13 @@ static char *load_message(const kiln_tensor *values, kiln_status want)
 }
 
 /* Reshape(X [2, 3], S): S's value is needed while building. */
+/* F.max_pool2d / max_pool1d with return_indices: MaxPool's Indices. */
+static void test_pool_indices(void **state)
+{
+    (void)state;
+    check_model("ops_pool_idx");
+}
+
 static void test_input_values(void **state)
 {
     (void)state;
@@ -218,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_einsum),
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_grid_sample),
+        cmocka_unit_test(test_pool_indices),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,6 +187,9 @@ extern const ox_op ox_act_ops[];
 extern const ox_op ox_einsum_ops[];
 /* GridSample (ops_grid.c). */
 extern const ox_op ox_grid_ops[];
+/* Sets n's output 1, MaxPool's Indices, for x (1-D or 2-D) pooled into y
+   (pool_indices.c); -1 with a recorded problem. */
+int ox_pool_indices(ox_ctx *c, ox_node *n, kiln_node *x, kiln_node *y);
 /* ReverseSequence and MaxUnpool (ops_reorder.c). */
 extern const ox_op ox_reorder_ops[];
 /* Conv (group given) and MaxPool / AveragePool (max set) of a 5-D x from

@@ -163,8 +163,11 @@ static int conv_pool(ox_ctx *c, ox_node *n)
     int64_t ks[2], ceil_mode, cip = 0, order = 0;
     window w;
     int nsp = xs.ndim - 2;
-    if (n->n_out > 1 && n->p->output[1] && *n->p->output[1])
-        return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "the Indices output"), -1;
+    int indices = n->n_out > 1 && n->p->output[1] && *n->p->output[1];
+    if (indices && (!max || nsp == 3))
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "the Indices output (of a 1-D or 2-D MaxPool only)"),
+               -1;
     if (nsp == 3)
         return ox_pool3d(c, n, max);
     if (nsp < 1 || nsp > 2)
@@ -192,6 +195,7 @@ static int conv_pool(ox_ctx *c, ox_node *n)
                           "without count_include_pad"),
                -1;
     window wc = w;
+    kiln_node *x0 = x;
     kiln_node *count =
         exact ? to_2d(c, even_pads(c, kiln_fill(c->g, xs, 1), &wc, 0, 1), &wc)
               : NULL;
@@ -208,8 +212,9 @@ static int conv_pool(ox_ctx *c, ox_node *n)
         y = kiln_avg_pool2d(c->g, x, kk, st, pd, ceil_mode != 0, cip != 0);
     if (count)
         y = kiln_div(c->g, y, kiln_avg_pool2d(c->g, count, kk, st, pd, 0, 1));
-    ox_out(c, n, from_2d(c, y, w.nsp), max ? ox_in_type(n, 0) : OX_FLOAT);
-    return 0;
+    y = from_2d(c, y, w.nsp);
+    ox_out(c, n, y, max ? ox_in_type(n, 0) : OX_FLOAT);
+    return indices ? ox_pool_indices(c, n, x0, y) : 0;
 }
 
 static int conv_global_pool(ox_ctx *c, ox_node *n)

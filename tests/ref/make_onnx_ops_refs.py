@@ -142,6 +142,27 @@ class GridSamples(nn.Module):
         return torch.cat([y.flatten() for y in ys])
 
 
+class PoolIndices(nn.Module):
+    """F.max_pool2d and F.max_pool1d with return_indices (MaxPool's Indices
+    output; PyTorch's export turns them into per-plane indices): the values
+    and the indices as floats, padded, strided, dilated, ceil_mode."""
+    def forward(self, x):
+        v, i = F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
+        v1, i1 = F.max_pool1d(x.flatten(2), 3, stride=2, dilation=2,
+                              ceil_mode=True, return_indices=True)
+        # the indices scaled down: the finite differences of a large sum
+        # would lose the values' digits in float32
+        return torch.cat([v.flatten(), 1e-3 * i.float().flatten(),
+                          v1.flatten(), 1e-3 * i1.float().flatten()])
+
+    @staticmethod
+    def make_input(shape):
+        """Values 0.02 apart: no two elements of a window within the
+        finite-difference step (a near tie flips an index)."""
+        n = int(np.prod(shape))
+        return (torch.randperm(n).float() * 0.02 - 0.01 * n).reshape(shape)
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -172,6 +193,7 @@ def models():
         ("ops_einsum", Einsums(), (2, 3, 4), 14),
         ("ops_volumes", Volumes(), (2, 4, 5, 6, 5), 13),
         ("ops_grid", GridSamples(), (1, 2, 4, 5), 16),
+        ("ops_pool_idx", PoolIndices(), (2, 3, 5, 6), 13),
     ]
 
 
@@ -191,7 +213,8 @@ def reshape_input():
 def main():
     for name, model, shape, opset in models():
         model.eval()
-        x = torch.randn(shape, requires_grad=True)
+        x = (model.make_input(shape) if hasattr(model, "make_input")
+             else torch.randn(shape)).requires_grad_()
         xin = x
         if name.startswith("ops_nll"):
             xin = F.log_softmax(x, 1).detach().requires_grad_()
