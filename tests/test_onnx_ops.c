@@ -166,6 +166,14 @@ static void test_pool_indices(void **state)
     check_model("ops_pool_idx");
 }
 
+/* nn.BatchNorm2d exported in training mode: batch statistics, and the
+   gradient through them. */
+static void test_batch_norm_training(void **state)
+{
+    (void)state;
+    check_model("ops_bn_train");
+}
+
 static void test_input_values(void **state)
 {
     (void)state;
@@ -226,6 +234,7 @@ int main(void)
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_grid_sample),
         cmocka_unit_test(test_pool_indices),
+        cmocka_unit_test(test_batch_norm_training),
         cmocka_unit_test(test_input_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -242,6 +242,38 @@ static kiln_node *per_channel(ox_ctx *c, kiln_node *v, int nd)
     return kiln_reshape(c->g, v, s);
 }
 
+/* BatchNormalization with training_mode: normalised by the batch's mean
+   and biased variance over every axis but 1; outputs 1 and 2 the running
+   statistics, input * momentum + batch's * (1 - momentum), as ONNX's
+   reference computes them. */
+static int batch_norm_train(ox_ctx *c, ox_node *n, kiln_node *x, float eps)
+{
+    kiln_graph *g = c->g;
+    float momentum;
+    if (ox_attr_float(c, n, "momentum", 0.9f, &momentum))
+        return -1;
+    kiln_shape xs = kiln_node_shape(x);
+    unsigned mask = (KILN_AXIS(xs.ndim) - 1) & ~KILN_AXIS(1);
+    kiln_node *mean = kiln_mean(g, x, mask, 1), *d = kiln_sub(g, x, mean);
+    kiln_node *var = kiln_mean(g, kiln_mul(g, d, d), mask, 1);
+    kiln_node *inv =
+        kiln_div(g, per_channel(c, ox_f32(c, n, 1), xs.ndim),
+                 kiln_sqrt(g, kiln_add(g, var, kiln_scalar(g, eps))));
+    ox_out(c, n,
+           kiln_add(g, kiln_mul(g, d, inv),
+                    per_channel(c, ox_f32(c, n, 2), xs.ndim)),
+           OX_FLOAT);
+    kiln_node *stats[2] = {mean, var};
+    for (int k = 0; k < 2 && k + 1 < n->n_out; k++) {
+        kiln_node *run = ox_f32(c, n, 3 + k);
+        kiln_node *now = kiln_reshape(g, stats[k], kiln_node_shape(run));
+        n->out[1 + k] = kiln_add(g, kiln_scale(g, run, momentum),
+                                 kiln_scale(g, now, 1 - momentum));
+        n->out_type[1 + k] = OX_FLOAT;
+    }
+    return 0;
+}
+
 /* Inference: (x - mean) * scale / sqrt(var + eps) + bias. */
 static int conv_batch_norm(ox_ctx *c, ox_node *n)
 {
@@ -253,14 +285,18 @@ static int conv_batch_norm(ox_ctx *c, ox_node *n)
         ox_attr_int(c, n, "is_test", c->opset >= 7, &is_test))
         return -1;
     training |= !is_test; /* before opset 7, training unless is_test */
-    if (training || n->n_out > 1 || !spatial)
+    /* training with opset 14's outputs only (earlier opsets had others) */
+    if ((training && c->opset < 14) || (!training && n->n_out > 1) || !spatial)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                          "training mode or non-spatial statistics"),
+                          "training mode before opset 14, or non-spatial "
+                          "statistics"),
                -1;
     kiln_node *x = ox_f32(c, n, 0);
     int nd = kiln_node_shape(x).ndim;
     if (nd < 2)
         return ox_problem(c, n, KILN_ERR_SHAPE, "rank below 2"), -1;
+    if (training)
+        return batch_norm_train(c, n, x, eps);
     kiln_graph *g = c->g;
     kiln_node *var = per_channel(c, ox_f32(c, n, 4), nd);
     kiln_node *inv =

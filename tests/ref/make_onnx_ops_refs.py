@@ -163,6 +163,25 @@ class PoolIndices(nn.Module):
         return (torch.randperm(n).float() * 0.02 - 0.01 * n).reshape(shape)
 
 
+class TrainBatchNorm(nn.Module):
+    """nn.BatchNorm2d in training mode (batch statistics; exported with
+    TrainingMode.TRAINING as BatchNormalization training_mode=1), times a
+    fixed tensor so that the gradient of the sum is not zero."""
+    training_export = True
+
+    def __init__(self):
+        super().__init__()
+        gen = torch.Generator().manual_seed(11)
+        self.bn = nn.BatchNorm2d(3)
+        with torch.no_grad():
+            self.bn.weight.copy_(torch.rand(3, generator=gen) + 0.5)
+            self.bn.bias.copy_(torch.randn(3, generator=gen))
+        self.register_buffer("w", torch.randn(4, 3, 5, 5, generator=gen))
+
+    def forward(self, x):
+        return self.bn(x) * self.w
+
+
 def models():
     deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                 output_padding=1, groups=2)
@@ -194,6 +213,7 @@ def models():
         ("ops_volumes", Volumes(), (2, 4, 5, 6, 5), 13),
         ("ops_grid", GridSamples(), (1, 2, 4, 5), 16),
         ("ops_pool_idx", PoolIndices(), (2, 3, 5, 6), 13),
+        ("ops_bn_train", TrainBatchNorm(), (4, 3, 5, 5), 15),
     ]
 
 
@@ -212,7 +232,8 @@ def reshape_input():
 
 def main():
     for name, model, shape, opset in models():
-        model.eval()
+        train = getattr(model, "training_export", False)
+        model.train(train)
         x = (model.make_input(shape) if hasattr(model, "make_input")
              else torch.randn(shape)).requires_grad_()
         xin = x
@@ -223,7 +244,9 @@ def main():
         torch.onnx.export(model, xin.detach(),
                           os.path.join(OUT, name + ".onnx"),
                           input_names=["x"], output_names=["y"],
-                          opset_version=opset)
+                          opset_version=opset,
+                          training=torch.onnx.TrainingMode.TRAINING if train
+                          else torch.onnx.TrainingMode.EVAL)
         onnx.checker.check_model(onnx.load(os.path.join(OUT, name + ".onnx")))
         write_refs(name, [("x", xin.detach().numpy())],
                    [("y", y.detach().numpy()),
