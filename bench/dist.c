@@ -18,10 +18,15 @@
    all-reduced per step), wait_ms_per_step (time blocked in the waits for
    all-reduces: communication not hidden behind backward), buckets,
    gathered_bytes_per_step (ZeRO-1's all-gather of updated values),
-   gather_ms_per_step and state_bytes (rank 0's optimiser state). */
+   gather_ms_per_step, state_bytes (rank 0's optimiser state) and
+   cpu_ms_per_step (the median CPU time of kiln_run per step, the mean
+   over the ranks: on a busy machine, what a step costs a rank whatever
+   the others get of the cores; it includes any time spent polling MPI
+   while waiting for the other ranks). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "timing.h"
 
@@ -140,6 +145,13 @@ static long long state_bytes(const kiln_session *s)
     return bytes;
 }
 
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void barrier(kiln_comm *c)
 {
     double v = 0;
@@ -173,19 +185,26 @@ int main(int argc, char **argv)
     for (int i = 0; i < rows; i++)
         kiln_tensor_i32(y)[i] = (int32_t)(kiln_rng_u32(&r) % 10);
     kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
-    double *t = malloc((size_t)o.steps * sizeof *t);
+    double *t = malloc(2 * (size_t)o.steps * sizeof *t), *cpu = t + o.steps;
     for (int i = -3; i < o.steps; i++) {
         if (i == 0 && c)
             kiln_comm_reset_stats(c);
         barrier(c);
-        double t0 = bench_now_s();
+        double t0 = bench_now_s(), c0 = thread_cpu_s();
         if (kiln_run(f, in, out) != KILN_OK)
             bench_die(PROG, "run", kiln_session_error(s));
+        double c1 = thread_cpu_s();
         barrier(c);
-        if (i >= 0)
+        if (i >= 0) {
             t[i] = bench_now_s() - t0;
+            cpu[i] = c1 - c0;
+        }
     }
     qsort(t, (size_t)o.steps, sizeof *t, bench_by_value);
+    qsort(cpu, (size_t)o.steps, sizeof *cpu, bench_by_value);
+    double cpu_ms = 1e3 * cpu[o.steps / 2] / size;
+    if (c)
+        kiln_comm_allreduce_sum(c, &cpu_ms, 1);
     kiln_comm_stats st = {0};
     if (c)
         kiln_comm_get_stats(c, &st);
@@ -193,12 +212,12 @@ int main(int argc, char **argv)
         printf("ranks=%d threads=%d batch=%d samples_per_s=%.1f "
                "bytes_per_step=%lld wait_ms_per_step=%.3f buckets=%lld "
                "gathered_bytes_per_step=%lld gather_ms_per_step=%.3f "
-               "state_bytes=%lld\n",
+               "state_bytes=%lld cpu_ms_per_step=%.3f\n",
                size, o.threads, rows * size, rows * size / t[o.steps / 2],
                (long long)(st.bytes / o.steps), 1e3 * st.wait_seconds / o.steps,
                (long long)(st.allreduces / o.steps),
                (long long)(st.gathered_bytes / o.steps),
-               1e3 * st.gather_seconds / o.steps, state_bytes(s));
+               1e3 * st.gather_seconds / o.steps, state_bytes(s), cpu_ms);
     free(t);
     kiln_tensor_free(x);
     kiln_tensor_free(y);

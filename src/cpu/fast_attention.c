@@ -67,22 +67,38 @@ size_t kiln_attention_scratch_bytes(const kiln_node *n)
 
 KILN_CLONES static float row_max(const float *s, int64_t n, float init)
 {
-    float m = init;
-    _Pragma("omp simd reduction(max : m)") for (int64_t j = 0; j < n; j++) m =
-        s[j] > m ? s[j] : m;
+    float acc[LANES];
+    for (int u = 0; u < LANES; u++)
+        acc[u] = init;
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int u = 0; u < LANES; u++)
+            acc[u] = s[j + u] > acc[u] ? s[j + u] : acc[u];
+    for (; j < n; j++)
+        acc[0] = s[j] > acc[0] ? s[j] : acc[0];
+    float m = acc[0];
+    for (int u = 1; u < LANES; u++)
+        m = acc[u] > m ? acc[u] : m;
     return m;
 }
 
-/* s = exp(s - shift) in place; returns the sum.  omp simd: without it GCC
-   calls vm_expf one element at a time. */
+/* s = exp(s - shift) in place; returns the sum */
 KILN_CLONES static float row_exp(float *s, int64_t n, float shift)
 {
-    float sum = 0;
-    _Pragma("omp simd reduction(+ : sum)") for (int64_t j = 0; j < n; j++)
-    {
+    float acc[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int u = 0; u < LANES; u++) {
+            s[j + u] = vm_expf(s[j + u] - shift);
+            acc[u] += s[j + u];
+        }
+    for (; j < n; j++) {
         s[j] = vm_expf(s[j] - shift);
-        sum += s[j];
+        acc[0] += s[j];
     }
+    float sum = 0;
+    for (int u = 0; u < LANES; u++)
+        sum += acc[u];
     return sum;
 }
 
@@ -92,12 +108,12 @@ KILN_CLONES static void row_scores(float *s, int64_t n, float scale,
                                    const float *m, int64_t mst, int64_t visible)
 {
     if (m && mst)
-        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) s[j] =
-            s[j] * scale + m[j];
+        for (int64_t j = 0; j < n; j++)
+            s[j] = s[j] * scale + m[j];
     else {
         float add = m ? m[0] : 0.0f;
-        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) s[j] =
-            s[j] * scale + add;
+        for (int64_t j = 0; j < n; j++)
+            s[j] = s[j] * scale + add;
     }
     for (int64_t j = visible < 0 ? 0 : visible; j < n; j++)
         s[j] = -INFINITY;

@@ -101,6 +101,12 @@ static kiln_status new_round(kiln_comm *c, dist_plan *p, dist_bucket *b)
     return st;
 }
 
+float *dist_slot_data(dist_plan *p, int slot)
+{
+    const dist_slot *sl = &p->slots[slot];
+    return p->buckets[sl->bucket].buf + sl->offset;
+}
+
 kiln_status dist_pack(kiln_comm *c, dist_plan *p, int slot, const float *data)
 {
     dist_slot *sl = &p->slots[slot];
@@ -108,11 +114,12 @@ kiln_status dist_pack(kiln_comm *c, dist_plan *p, int slot, const float *data)
     kiln_status st;
     if ((b->started || sl->packed) && (st = new_round(c, p, b)) != KILN_OK)
         return st;
-    float *dst = b->buf + sl->offset, w = (float)c->weight;
+    float *dst = b->buf + sl->offset;
+    float w = (float)(p->graph_weighted ? c->weight * c->size : c->weight);
     /* a rank with no rows has a NaN mean: it contributes nothing */
     if (w == 0.0f)
         memset(dst, 0, (size_t)sl->numel * sizeof *dst);
-    else
+    else if (w != 1.0f || dst != data)
         for (int64_t j = 0; j < sl->numel; j++)
             dst[j] = data[j] * w;
     sl->packed = 1;
@@ -133,7 +140,7 @@ kiln_status dist_deliver(kiln_comm *c, dist_plan *p, int slot, float *data)
     }
     if (st == KILN_OK && !b->done)
         st = wait_bucket(c, b);
-    if (st == KILN_OK)
+    if (st == KILN_OK && data != b->buf + sl->offset)
         memcpy(data, b->buf + sl->offset, (size_t)sl->numel * sizeof *data);
     return st;
 }

@@ -39,6 +39,10 @@ typedef struct dist_plan {
     dist_bucket *buckets;
     int n_buckets;
     float *mem; /* every bucket's buffer */
+    /* the graph form's: its graph divides the sum of the ranks' gradients
+       by their number, so a rank weights its own by weight * size (1,
+       nothing to do, unless a batch splits unevenly) */
+    int graph_weighted;
 } dist_plan;
 
 /* Where a hook key (kiln_node.hook) points: a gradient's slot in a plan,
@@ -87,13 +91,17 @@ const char *dist_mpi_error(int rc, char *buf, int size);
    out of memory. */
 dist_plan *dist_plan_new(const kiln_comm *c, const int64_t *numel, int n);
 void dist_plan_free(dist_plan *p);
-/* Copies slot's gradient (weighted) into its bucket and starts the
+/* Copies slot's gradient (weighted) into its bucket, or weights it in
+   place when data is its place there (dist_slot_data), and starts the
    bucket's all-reduce when it is the last one in.  KILN_ERR_IO (the
    session's error) when MPI fails. */
 kiln_status dist_pack(kiln_comm *c, dist_plan *p, int slot, const float *data);
 /* Waits for slot's bucket (starting it first when a gradient never came:
-   it then averages zeros for them) and copies the average into data. */
+   it then averages zeros for them) and copies the average into data
+   (unless data is its place in the bucket). */
 kiln_status dist_deliver(kiln_comm *c, dist_plan *p, int slot, float *data);
+/* Where slot's gradient is kept in its bucket. */
+float *dist_slot_data(dist_plan *p, int slot);
 /* Lets the all-reduces in flight advance (MPI_Test). */
 void dist_progress(kiln_comm *c);
 /* Waits for every bucket in flight (before a plan is dropped). */

@@ -88,13 +88,17 @@ static void build(void *ctx, kiln_graph *g, kiln_node *const *vars,
                         "kiln_optimizer_build_step: out of memory");
         return;
     }
+    p->graph_weighted = 1;
+    kiln_node *mean = kiln_scalar(g, (float)(1.0 / c->size));
     for (int k = 0; k < n; k++) {
         kiln_node *m = kiln_stop_gradient(g, grads[order[k]]);
         if (m->op == KILN_OP_ERROR)
             break;
         c->refs[c->n_refs] = (dist_ref){c->n_plans - 1, k};
         m->hook = ++c->n_refs;
-        grads[order[k]] = m;
+        /* the mean taken where the optimiser reads the sum: no pass of
+           its own */
+        grads[order[k]] = kiln_mul(g, m, mean);
     }
     free(order);
 }
@@ -115,6 +119,20 @@ static kiln_status needed(void *ctx, int hook, void *data)
     /* a gather is complete once computed */
     return r.plan < 0 ? KILN_OK
                       : dist_deliver(c, c->plans[r.plan], r.slot, data);
+}
+
+/* A gradient is kept in its bucket: backward writes it there, the
+   all-reduce works in place and the optimiser reads the sum there. */
+static void *storage(void *ctx, int hook, size_t bytes)
+{
+    kiln_comm *c = ctx;
+    dist_ref r = c->refs[hook - 1];
+    if (r.plan < 0)
+        return NULL;
+    dist_plan *p = c->plans[r.plan];
+    return (size_t)p->slots[r.slot].numel * sizeof(float) == bytes
+               ? dist_slot_data(p, r.slot)
+               : NULL;
 }
 
 static void progress(void *ctx)
@@ -204,6 +222,7 @@ void dist_sync_init(kiln_comm *c)
                                build,
                                computed,
                                needed,
+                               storage,
                                progress,
                                backward_begin,
                                node_done,

@@ -36,6 +36,10 @@ typedef struct kiln_session_holder {
      computed        a run computed a hooked node into data
      needed          a compiled run is about to read a hooked node: data
                      must hold the synchronised value on return
+     storage         where hooked node hook's value (bytes) may be kept
+                     during the next compiled run: memory of the sync's,
+                     valid until the sync is unregistered, or NULL (the
+                     run's own buffer); may be NULL itself
      progress        after every kernel of a compiled or dynamic run that
                      has a hook, to let transfers in flight advance
      backward_begin  kiln_backward is about to compute grads (of vars)
@@ -62,6 +66,7 @@ typedef struct kiln_grad_sync {
                   kiln_node **grads, int n);
     kiln_status (*computed)(void *ctx, int hook, void *data);
     kiln_status (*needed)(void *ctx, int hook, void *data);
+    void *(*storage)(void *ctx, int hook, size_t bytes);
     void (*progress)(void *ctx);
     void (*backward_begin)(void *ctx, kiln_node *const *grads, int n);
     void (*node_done)(void *ctx, const kiln_node *n, void *data);

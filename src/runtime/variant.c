@@ -22,6 +22,11 @@ static int is_noop(const kiln_variant *v, const kiln_node *n)
            kiln_node_alias(n).copy;
 }
 
+int kiln_variant_noop(const kiln_variant *v, int id)
+{
+    return is_noop(v, v->u.g->nodes[id]);
+}
+
 /* Plans the buffers, binds leaves, and builds the schedule. */
 static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
                         const char *what)
@@ -99,6 +104,8 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     v->n_assigns = ai; /* the copies actually needed */
     free(mp.offset);
     free(mp.scratch);
+    if (st == KILN_OK && kiln_hooks_find_storage(v) != KILN_OK)
+        return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", what);
     return st;
 }
 
@@ -141,6 +148,7 @@ void kiln_variant_free(kiln_variant *v)
     free(v->in_ptrs);
     free(v->inplace);
     free(v->storage);
+    free(v->ext);
     free(v);
 }
 
@@ -232,14 +240,16 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
         return st;
     /* the session's denormal mode, set once for the run, not per kernel */
     unsigned saved = kiln_fpu_enter(s->exec.flush_denormals);
+    kiln_hooks_bind(v, s->sync);
     st = run_steps(s, v);
     kiln_fpu_leave(saved);
-    if (st != KILN_OK)
-        return st;
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; i < n_out && st == KILN_OK; i++)
         if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])
             memcpy(out[i]->data, v->buf[v->u.outputs[i]->id],
                    kiln_tensor_bytes(out[i]));
+    kiln_hooks_unbind(v);
+    if (st != KILN_OK)
+        return st;
     for (int i = 0; i < v->n_assigns; i++)
         memcpy(v->assigns[i].dst, v->assigns[i].src, v->assigns[i].bytes);
     return KILN_OK;

@@ -22,6 +22,15 @@ typedef struct kiln_assignment {
     size_t bytes;
 } kiln_assignment;
 
+/* A computed value that the session's gradient sync may keep in memory of
+   its own (kiln_grad_sync.storage) during a run: a hooked node, or a
+   buffer it takes over or a view of it; block is its buffer in the block,
+   step its kernel call (-1: none). */
+typedef struct kiln_external {
+    int id, hook, step;
+    void *block;
+} kiln_external;
+
 typedef struct kiln_variant {
     int64_t size;       /* the symbolic size, -1 for a function with none */
     unsigned long used; /* when it last ran: the cache drops the oldest */
@@ -42,6 +51,8 @@ typedef struct kiln_variant {
     int32_t mode;
     int32_t key[4];
     int hooked; /* some node has a hook: runs call the session's sync */
+    kiln_external *ext;
+    int n_ext;
 } kiln_variant;
 
 /* Moves every hooked node (kiln_node.hook) of g to just after its last
@@ -49,6 +60,19 @@ typedef struct kiln_variant {
    starts as soon as backward computed it rather than where the optimiser
    built it.  KILN_ERR_MEMORY (g unchanged) when out of memory. */
 kiln_status kiln_schedule_hooks(kiln_graph *g);
+
+/* 1 when node id of v runs no kernel: a copy planned over its own input. */
+int kiln_variant_noop(const kiln_variant *v, int id);
+
+/* Finds v's values that a gradient sync may keep (kiln_external): each
+   hooked node with the buffers below it that hold its value and are read
+   by nothing else, and the views of it.  KILN_ERR_MEMORY when out of
+   memory. */
+kiln_status kiln_hooks_find_storage(kiln_variant *v);
+/* Points v's external values at the memory sync offers for them, for one
+   run; kiln_hooks_unbind points them back at the block. */
+void kiln_hooks_bind(kiln_variant *v, const kiln_grad_sync *sync);
+void kiln_hooks_unbind(kiln_variant *v);
 
 /* Runs the pipeline of opt over u (taken: freed on error) and plans it.
    NULL on error with the session's error, prefixed by what ("kiln_compile",

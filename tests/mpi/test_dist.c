@@ -46,7 +46,7 @@ static void make_data(void)
 }
 
 typedef struct model {
-    kiln_node *x, *y, *loss;
+    kiln_node *x, *y, *loss, *w1;
 } model;
 
 static kiln_node *param(kiln_graph *g, const char *name, kiln_shape s)
@@ -77,9 +77,8 @@ static model build(kiln_graph *g, int rows, int hidden)
                          -1);
         hidden = 12;
     }
-    kiln_node *z =
-        kiln_affine(g, h, param(g, "W1", KILN_SHAPE(hidden, CLASSES)),
-                    param(g, "b1", KILN_SHAPE(CLASSES)));
+    m.w1 = param(g, "W1", KILN_SHAPE(hidden, CLASSES));
+    kiln_node *z = kiln_affine(g, h, m.w1, param(g, "b1", KILN_SHAPE(CLASSES)));
     m.loss = kiln_softmax_cross_entropy(g, z, m.y);
     return m;
 }
@@ -93,6 +92,7 @@ typedef struct run {
     kiln_session *s;
     double losses[STEPS];
     int dist, zero1, sgd;
+    int grad_out; /* the step also outputs W1's gradient */
     int first, last;
     const char *resume, *save;
 } run;
@@ -194,9 +194,12 @@ static void train_compiled(run *r, int hidden)
     kiln_graph *g = kiln_graph_new();
     model m = build(g, BATCH, hidden);
     kiln_optimizer *opt = optimizer(r, s);
-    kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
+    kiln_node *outs[3] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss),
+                          NULL};
     kiln_node *ins[2] = {m.x, m.y};
-    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
+    if (r->grad_out)
+        outs[2] = kiln_grad(g, m.loss, m.w1);
+    kiln_function *f = kiln_compile(s, g, outs, r->grad_out ? 3 : 2, ins, 2);
     assert_non_null(f);
     if (r->resume)
         resume(r);
@@ -207,7 +210,7 @@ static void train_compiled(run *r, int hidden)
     kiln_batcher *b = batches(dist, &xb, &yb);
     for (int i = 0; i < r->last; i++) {
         int rows = next_batch(b, dist, xb, yb, &x, &y);
-        kiln_tensor *in[2] = {x, y}, *out[2] = {loss, NULL};
+        kiln_tensor *in[2] = {x, y}, *out[3] = {loss, NULL, NULL};
         if (i >= r->first) {
             assert_int_equal(kiln_run(f, in, out), KILN_OK);
             r->losses[i] = global_loss(b, dist, kiln_tensor_f32(loss)[0], rows);
@@ -335,6 +338,18 @@ static void test_compiled_mlp_small_buckets(void **state)
     assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
     assert_int_equal(st.allreduces, 4 * STEPS);
     assert_int_equal(kiln_comm_set_bucket_bytes(comm, 1 << 20), KILN_OK);
+    train_compiled(&one, 24);
+    assert_same_run(&d, &one);
+}
+
+/* A gradient read besides the optimiser (an output of the step): the
+   all-reduce works on a copy of it, the output stays this rank's own. */
+static void test_compiled_mlp_gradient_output(void **state)
+{
+    (void)state;
+    run d = plain(1), one = plain(0);
+    d.grad_out = one.grad_out = 1;
+    train_compiled(&d, 24);
     train_compiled(&one, 24);
     assert_same_run(&d, &one);
 }
@@ -610,6 +625,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_mlp),
         cmocka_unit_test(test_compiled_mlp_small_buckets),
+        cmocka_unit_test(test_compiled_mlp_gradient_output),
         cmocka_unit_test(test_compiled_cnn),
         cmocka_unit_test(test_dynamic_mlp),
         cmocka_unit_test(test_dynamic_cnn),
