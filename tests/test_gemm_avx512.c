@@ -184,12 +184,113 @@ static void test_cpu_gemm(void **state)
     kiln_set_num_threads(1);
 }
 
+/* op(b) packed once for p's product, or NULL without the kernel. */
+static float *pack_once(const prod *p)
+{
+    int64_t floats = kiln_gemm_avx512_packed_floats(p->n, p->k);
+    if (floats == 0)
+        return NULL;
+    float *packed = aligned_alloc(64, (size_t)floats * sizeof(float));
+    assert_non_null(packed);
+    kiln_gemm_avx512_pack_b(p->tb, p->n, p->k, p->b, p->ldb, packed);
+    return packed;
+}
+
+/* The product with op(b) packed once gives the floats of the plain one,
+   bit for bit (the same blocks of k), on the whole of op(b) and on
+   column blocks starting at a panel, and leaves out's padding alone;
+   a block starting between panels is refused with out untouched. */
+static void test_packed_same(void **state)
+{
+    (void)state;
+    if (!kiln_gemm_avx512_ok())
+        skip();
+    static const int64_t sizes[] = {1,  2,  7,   12,  13,  31,  32,
+                                    33, 65, 145, 257, 300, 600, 1030};
+    kiln_rng r;
+    kiln_rng_seed(&r, 37);
+    for (int it = 0; it < 60; it++) {
+        int64_t m = pick(&r, sizes, 11), n = pick(&r, sizes, 14),
+                k = pick(&r, sizes, 14);
+        prod p = prod_new(&r, it % 2, it / 2 % 2, m, n, k, it % 3 ? 5 : 0);
+        float *packed = pack_once(&p),
+              *plain = malloc((size_t)(m * p.ldo) * sizeof(float));
+        assert_non_null(packed);
+        assert_non_null(plain);
+        int64_t j0 = n > 2 * KILN_GEMM_AVX512_PANEL && it % 2
+                         ? KILN_GEMM_AVX512_PANEL
+                         : 0;
+        memcpy(plain, p.out, (size_t)(m * p.ldo) * sizeof(float));
+        const float *bj = p.tb ? p.b + j0 * p.ldb : p.b + j0;
+        assert_int_equal(kiln_gemm_avx512(p.ta, p.tb, m, n - j0, k, p.alpha,
+                                          p.a, p.lda, bj, p.ldb, p.beta,
+                                          plain + j0, p.ldo),
+                         1);
+        assert_int_equal(kiln_gemm_avx512_packed(p.ta, m, n - j0, k, p.alpha,
+                                                 p.a, p.lda, packed, j0, p.beta,
+                                                 p.out + j0, p.ldo),
+                         1);
+        assert_memory_equal(p.out, plain, (size_t)(m * p.ldo) * sizeof(float));
+        if (j0 == 0)
+            prod_check(&p);
+        assert_int_equal(kiln_gemm_avx512_packed(p.ta, m, n - 1, k, p.alpha,
+                                                 p.a, p.lda, packed, 1, p.beta,
+                                                 p.out + 1, p.ldo),
+                         0);
+        assert_memory_equal(p.out, plain, (size_t)(m * p.ldo) * sizeof(float));
+        free(packed);
+        free(plain);
+        prod_free(&p);
+    }
+}
+
+/* kiln_cpu_gemm_packed against kiln_cpu_gemm, bit for bit, at 1 and 2
+   threads (split by rows, and by columns: blocks of the packed op(b)),
+   packed where kiln_cpu_gemm_packed_floats offers it (not a GEMV, not
+   without the kernel), else NULL. */
+static void test_cpu_gemm_packed(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {
+        {128, 600, 784}, {300, 40, 70}, {20, 300, 90}, {64, 196, 800},
+        {17, 33, 5},     {2, 1030, 40}, {1, 600, 784},
+    };
+    kiln_rng r;
+    kiln_rng_seed(&r, 41);
+    for (int it = 0; it < 28; it++) {
+        const int64_t *sh = shapes[it % 7];
+        int t = it / 7 % 4;
+        kiln_set_num_threads(1 + it % 2);
+        prod p = prod_new(&r, t % 2, t / 2, sh[0], sh[1], sh[2], 0);
+        int64_t floats = kiln_cpu_gemm_packed_floats(p.m, p.n, p.k);
+        assert_true(floats == 0 || floats >= p.n * p.k);
+        assert_true(floats > 0 || !kiln_gemm_avx512_ok() || p.m == 1);
+        float *packed =
+            floats ? aligned_alloc(64, (size_t)floats * sizeof(float)) : NULL;
+        assert_true(packed || !floats);
+        if (packed)
+            kiln_cpu_gemm_pack_b(p.tb, p.n, p.k, p.b, packed);
+        kiln_cpu_gemm(p.ta, p.tb, p.m, p.n, p.k, p.a, p.b, p.was);
+        kiln_cpu_gemm_packed(p.ta, p.tb, p.m, p.n, p.k, p.a, p.b, packed,
+                             p.out);
+        assert_memory_equal(p.out, p.was, (size_t)(p.m * p.n) * sizeof(float));
+        p.beta = 0;
+        p.alpha = 1;
+        prod_check(&p);
+        free(packed);
+        prod_free(&p);
+    }
+    kiln_set_num_threads(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_block_edges),
         cmocka_unit_test(test_cpu_gemm),
+        cmocka_unit_test(test_packed_same),
+        cmocka_unit_test(test_cpu_gemm_packed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

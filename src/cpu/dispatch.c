@@ -8,6 +8,7 @@
 #include "cpu/fast.h"
 #include "cpu/fpu.h"
 #include "cpu/kernels.h"
+#include "cpu/prepared.h"
 #include "cpu/profile.h"
 
 size_t kiln_cpu_scratch_bytes(const kiln_node *n)
@@ -34,6 +35,14 @@ kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
                                 void *out, void *const *in, void *scratch,
                                 char *msg, size_t len)
 {
+    return kiln_cpu_run_prepared(ctx, n, out, in, scratch, NULL, msg, len);
+}
+
+kiln_status kiln_cpu_run_prepared(const kiln_exec_ctx *ctx, const kiln_node *n,
+                                  void *out, void *const *in, void *scratch,
+                                  const kiln_cpu_prepared *prep, char *msg,
+                                  size_t len)
+{
     kiln_status st = kiln_cpu_check_inputs(n, in, msg, len);
     if (st != KILN_OK)
         return st;
@@ -49,7 +58,9 @@ kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
     const kiln_exec_ctx *prev = kiln_exec_enter(ctx);
     unsigned saved = kiln_fpu_enter(ctx->flush_denormals);
     double t0 = ctx->profile ? kiln_profile_now() : 0;
-    if (with)
+    if (prep && !ctx->reference)
+        kiln_cpu_prepared_run(prep, n, out, in);
+    else if (with)
         with->run(n, out, in, scratch);
     else
         k(n, out, in);

@@ -3,6 +3,7 @@
 #ifndef KILN_CPU_DISPATCH_H
 #define KILN_CPU_DISPATCH_H
 
+#include "cpu/prepared.h"
 #include "cpu/threads.h"
 
 /* Bytes of scratch memory node n's fast kernel needs besides its output
@@ -21,6 +22,13 @@ size_t kiln_cpu_scratch_bytes(const kiln_node *n);
 kiln_status kiln_cpu_run_kernel(const kiln_exec_ctx *ctx, const kiln_node *n,
                                 void *out, void *const *in, void *scratch,
                                 char *msg, size_t len);
+/* kiln_cpu_run_kernel for a step of a compiled function, with what
+   kiln_cpu_prepare(n) kept for it (NULL: none; unused when ctx asks for
+   the reference kernels). */
+kiln_status kiln_cpu_run_prepared(const kiln_exec_ctx *ctx, const kiln_node *n,
+                                  void *out, void *const *in, void *scratch,
+                                  const kiln_cpu_prepared *prep, char *msg,
+                                  size_t len);
 /* kiln_cpu_run_kernel with the process defaults and scratch allocated for
    the call (KILN_ERR_MEMORY when that fails): for tests and tools, not for
    runs. */

@@ -14,7 +14,7 @@ typedef struct mm_job {
     int64_t m, n, k, asz, bsz;
     int nd;
     int64_t bdim[KILN_MAX_DIMS], sta[KILN_MAX_DIMS], stb[KILN_MAX_DIMS];
-    const float *a, *b;
+    const float *a, *b, *packed;
     float *o;
 } mm_job;
 
@@ -29,12 +29,16 @@ static void mm_range(void *ctx, int64_t lo, int64_t hi)
             oa += x * j->sta[d];
             ob += x * j->stb[d];
         }
-        kiln_cpu_gemm(j->ta, j->tb, j->m, j->n, j->k, j->a + oa * j->asz,
-                      j->b + ob * j->bsz, j->o + i * j->m * j->n);
+        kiln_cpu_gemm_packed(j->ta, j->tb, j->m, j->n, j->k, j->a + oa * j->asz,
+                             j->b + ob * j->bsz, j->packed,
+                             j->o + i * j->m * j->n);
     }
 }
 
-void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
+/* The product with op(b), when it is one matrix shared by every batch,
+   also packed once (kiln_cpu_gemm_pack_b) in packed, else NULL. */
+static void matmul(const kiln_node *n, void *o, void *const *in,
+                   const float *packed)
 {
     kiln_shape sa = n->in[0]->shape, sb = n->in[1]->shape, so = n->shape;
     mm_job j = {0};
@@ -48,6 +52,7 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
     j.a = in[0];
     j.b = in[1];
     j.o = o;
+    j.packed = packed;
     kiln_shape ba = sa, bb = sb, bo = so;
     ba.ndim -= 2;
     bb.ndim -= 2;
@@ -56,7 +61,7 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
     if (batches == 0)
         return;
     if (batches == 1) {
-        kiln_cpu_gemm(j.ta, j.tb, j.m, j.n, j.k, j.a, j.b, j.o);
+        kiln_cpu_gemm_packed(j.ta, j.tb, j.m, j.n, j.k, j.a, j.b, packed, j.o);
         return;
     }
     kiln_broadcast_strides(ba, bo, j.sta);
@@ -65,7 +70,8 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
         b_shared = kiln_shape_numel(bb) == 1;
     if (a_full && b_shared && !j.ta) {
         /* [batch, m, k] x [k, n]: rows of every batch are one matrix */
-        kiln_cpu_gemm(0, j.tb, batches * j.m, j.n, j.k, j.a, j.b, j.o);
+        kiln_cpu_gemm_packed(0, j.tb, batches * j.m, j.n, j.k, j.a, j.b, packed,
+                             j.o);
         return;
     }
     j.nd = bo.ndim;
@@ -76,6 +82,29 @@ void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
         kiln_par_for(batches, j.m * j.n * (j.k > 0 ? j.k : 1), mm_range, &j);
     else
         mm_range(&j, 0, batches);
+}
+
+void kiln_fast_MATMUL(const kiln_node *n, void *o, void *const *in)
+{
+    matmul(n, o, in, NULL);
+}
+
+int64_t kiln_fast_matmul_rows(const kiln_node *n)
+{
+    kiln_shape sa = n->in[0]->shape, so = n->shape;
+    int64_t m = so.d[so.ndim - 2], batches = 1, abatches = 1;
+    for (int d = 0; d < so.ndim - 2; d++)
+        batches *= so.d[d];
+    for (int d = 0; d < sa.ndim - 2; d++)
+        abatches *= sa.d[d];
+    /* matmul's fold: a batch of A against one B is one taller product */
+    return !n->at.trans_a && abatches == batches ? batches * m : m;
+}
+
+void kiln_fast_matmul_packed(const kiln_node *n, void *o, void *const *in,
+                             const float *packed)
+{
+    matmul(n, o, in, packed);
 }
 
 /* out = c + alpha op(a) op(b), 2-D: c is copied into out unless the memory

@@ -25,6 +25,9 @@ enum {
     BLOCK_ROWS = 16, /* rows of out per work item of a split product */
     BLOCK_COLS = 64, /* columns (or GEMV outputs) per work item */
 };
+/* a block of columns starts on a panel of a packed op(b) */
+_Static_assert(BLOCK_COLS % KILN_GEMM_AVX512_PANEL == 0,
+               "column blocks must start on packed panels");
 
 /* Kiln's AVX-512 kernel computes tiles of 32 columns: under 16 (a
    classifier's 10 outputs) most of each is padding, and OpenBLAS's
@@ -122,17 +125,28 @@ static void acc_rows(int64_t w, int64_t k, float alpha, const float *rows,
 }
 #endif
 
+/* op(b) packed once (kiln_cpu_gemm_pack_b), NULL when it is not, and the
+   column of it a block starts at. */
+typedef struct packed_cols {
+    const float *packed;
+    int64_t j0;
+} packed_cols;
+
 /* out = alpha op(a) op(b) + beta out on the calling thread, with leading
    dimensions (so that a block of a larger product can be passed): Kiln's
    AVX-512 kernel where the CPU has it (OpenBLAS as packaged here runs AVX2
-   kernels), else OpenBLAS, else a portable loop. */
+   kernels), reading op(b) from pc when packed, else OpenBLAS, else a
+   portable loop. */
 static void gemm_one(int ta, int tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float beta, float *out, int64_t ldo)
+                     int64_t ldb, packed_cols pc, float beta, float *out,
+                     int64_t ldo)
 {
     if (n >= AVX512_MIN_COLS && kiln_gemm_avx512_ok() &&
-        kiln_gemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, out,
-                         ldo))
+        (pc.packed ? kiln_gemm_avx512_packed(ta, m, n, k, alpha, a, lda,
+                                             pc.packed, pc.j0, beta, out, ldo)
+                   : kiln_gemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb,
+                                      beta, out, ldo)))
         return;
 #ifdef KILN_HAVE_BLAS
     if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
@@ -173,7 +187,7 @@ typedef struct gemm_job {
     int ta, tb, by_cols;
     int64_t m, n, k;
     float alpha, beta;
-    const float *a, *b;
+    const float *a, *b, *packed;
     float *out;
 } gemm_job;
 
@@ -188,14 +202,15 @@ static void gemm_block(void *ctx, int64_t lo, int64_t hi)
            b^T */
         const float *b = j->tb ? j->b + c0 * j->k : j->b + c0;
         gemm_one(j->ta, j->tb, j->m, c1 - c0, j->k, j->alpha, j->a, lda, b, ldb,
-                 j->beta, j->out + c0, j->n);
+                 (packed_cols){j->packed, c0}, j->beta, j->out + c0, j->n);
     } else {
         int64_t r0 = lo * BLOCK_ROWS,
                 r1 = hi * BLOCK_ROWS < j->m ? hi * BLOCK_ROWS : j->m;
         /* rows r0..r1 of op(a): a row block of a, or a column block of a^T */
         const float *a = j->ta ? j->a + r0 : j->a + r0 * j->k;
         gemm_one(j->ta, j->tb, r1 - r0, j->n, j->k, j->alpha, a, lda, j->b, ldb,
-                 j->beta, j->out + r0 * j->n, j->n);
+                 (packed_cols){j->packed, 0}, j->beta, j->out + r0 * j->n,
+                 j->n);
     }
 }
 
@@ -205,10 +220,10 @@ static void gemm_block(void *ctx, int64_t lo, int64_t hi)
    packed twice are the smaller (unless that side has too few blocks for
    the threads).  kiln_par_for makes one call per thread's share. */
 static void gemm_split(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                       float alpha, const float *a, const float *b, float beta,
-                       float *out)
+                       float alpha, const float *a, const float *b,
+                       const float *packed, float beta, float *out)
 {
-    gemm_job j = {ta, tb, 0, m, n, k, alpha, beta, a, b, out};
+    gemm_job j = {ta, tb, 0, m, n, k, alpha, beta, a, b, packed, out};
     int threads = kiln_cpu_threads();
     int64_t rows = (m + BLOCK_ROWS - 1) / BLOCK_ROWS,
             cols = (n + BLOCK_COLS - 1) / BLOCK_COLS;
@@ -226,9 +241,22 @@ static void gemm_split(int ta, int tb, int64_t m, int64_t n, int64_t k,
         kiln_par_for(rows, BLOCK_ROWS * n * k, gemm_block, &j);
 }
 
-/* out = alpha op(a) op(b) + beta out, beta 0 (out is not read) or 1. */
+/* A product goes through GEMV (not reading a packed op(b)). */
+static int is_gemv(int64_t m, int64_t n, int64_t k)
+{
+#ifdef KILN_HAVE_BLAS
+    return (m == 1 || n == 1) && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
+#else
+    (void)m, (void)n, (void)k;
+    return 0;
+#endif
+}
+
+/* out = alpha op(a) op(b) + beta out, beta 0 (out is not read) or 1, op(b)
+   also packed once when packed is not NULL. */
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, const float *b, float beta, float *out)
+                 const float *a, const float *b, const float *packed,
+                 float beta, float *out)
 {
     if (m == 0 || n == 0)
         return;
@@ -251,25 +279,46 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                 acc_rows(m, k, alpha, a, b, out);
             return;
         }
-        if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {
+        if (is_gemv(m, n, k)) {
             gemv(ta, tb, m, n, k, alpha, a, b, beta, out);
             return;
         }
     }
 #endif
-    gemm_split(ta, tb, m, n, k, alpha, a, b, beta, out);
+    gemm_split(ta, tb, m, n, k, alpha, a, b, packed, beta, out);
 }
 
 void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
                    const float *a, const float *b, float *out)
 {
-    gemm(ta, tb, m, n, k, 1.0f, a, b, 0.0f, out);
+    gemm(ta, tb, m, n, k, 1.0f, a, b, NULL, 0.0f, out);
 }
 
 void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b, float *out)
 {
-    gemm(ta, tb, m, n, k, alpha, a, b, 1.0f, out);
+    gemm(ta, tb, m, n, k, alpha, a, b, NULL, 1.0f, out);
+}
+
+int64_t kiln_cpu_gemm_packed_floats(int64_t m, int64_t n, int64_t k)
+{
+    if (m < 1 || k < 1 || n < AVX512_MIN_COLS || is_gemv(m, n, k) ||
+        !kiln_gemm_avx512_ok())
+        return 0;
+    return kiln_gemm_avx512_packed_floats(n, k);
+}
+
+void kiln_cpu_gemm_pack_b(int tb, int64_t n, int64_t k, const float *b,
+                          float *packed)
+{
+    kiln_gemm_avx512_pack_b(tb, n, k, b, tb ? k : n, packed);
+}
+
+void kiln_cpu_gemm_packed(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                          const float *a, const float *b, const float *packed,
+                          float *out)
+{
+    gemm(ta, tb, m, n, k, 1.0f, a, b, packed, 0.0f, out);
 }
 
 void kiln_cpu_gemm_serial(int ta, int tb, int64_t m, int64_t n, int64_t k,
@@ -286,5 +335,6 @@ void kiln_cpu_gemm_serial(int ta, int tb, int64_t m, int64_t n, int64_t k,
 #ifdef KILN_HAVE_BLAS
     pthread_once(&blas_once, blas_one_thread);
 #endif
-    gemm_one(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, out, ldo);
+    gemm_one(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, (packed_cols){NULL, 0},
+             beta, out, ldo);
 }

@@ -22,6 +22,21 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
 void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b, float *out);
 
+/* A constant op(b) [k,n] (a weight) packed once into the AVX-512 kernel's
+   panels, read by every later product instead of packing it per call:
+   the floats it takes for products of m rows, 0 when they would not read
+   it (no AVX-512 kernel, too few columns, a GEMV). */
+int64_t kiln_cpu_gemm_packed_floats(int64_t m, int64_t n, int64_t k);
+/* Packs op(b) (b [k,n], or [n,k] when tb) into packed, 64-byte aligned, of
+   kiln_cpu_gemm_packed_floats floats. */
+void kiln_cpu_gemm_pack_b(int tb, int64_t n, int64_t k, const float *b,
+                          float *packed);
+/* kiln_cpu_gemm with op(b) also packed by kiln_cpu_gemm_pack_b (NULL: the
+   same as kiln_cpu_gemm): the same floats, split the same way. */
+void kiln_cpu_gemm_packed(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                          const float *a, const float *b, const float *packed,
+                          float *out);
+
 /* out = op(a) op(b) + beta out (beta 0: out is not read, or 1) on the
    calling thread, with leading dimensions: for kernels that split their
    own work over the pool (a convolution's images). */

@@ -24,7 +24,14 @@
 #ifdef GEMM_AVX512
 
 /* MR rows x NR columns per kernel tile; KC, MC, NC the block sizes */
-enum { VEC = 16, MR = 12, NR = 32, KC = 256, MC = 144, NC = 1024 };
+enum {
+    VEC = 16,
+    MR = 12,
+    NR = KILN_GEMM_AVX512_PANEL,
+    KC = 256,
+    MC = 144,
+    NC = 1024
+};
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -167,6 +174,9 @@ tile(int rows, int64_t kc, const float *ap, const float *bp, const tile_out *o)
 #pragma GCC unroll 16
     for (int r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        /* unrolled: the loop's counter and pointer updates were a tenth of
+           the instructions of a step */
+#pragma GCC unroll 4
     for (int64_t p = 0; p < kc; p++, ap += MR, bp += NR) {
         __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + VEC);
 #pragma GCC unroll 16
@@ -219,12 +229,15 @@ static const tile_fn tiles[MR] = {tile_1, tile_2,  tile_3,  tile_4,
                                   tile_5, tile_6,  tile_7,  tile_8,
                                   tile_9, tile_10, tile_11, tile_12};
 
-/* The product as the blocked loops see it. */
+/* The product as the blocked loops see it: bp the B block the kernels
+   read, its panels bstride floats apart (kc * NR when packed per block,
+   k * NR in a whole op(b) packed once, pre non-NULL). */
 typedef struct gemm_args {
     int64_t m, n, k;
     float alpha, beta;
-    float *out, *ap, *bp;
-    int64_t ldo;
+    float *out, *ap, *buf;
+    const float *bp, *pre;
+    int64_t ldo, bstride;
 } gemm_args;
 
 /* All tiles of one packed A block (mc rows from i0) times one packed B
@@ -237,10 +250,11 @@ AVX512 static void macro(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0,
     for (int64_t j = 0; j < nc; j += NR) {
         o.m0 = lanes(nc - j);
         o.m1 = lanes(nc - j - VEC);
+        const float *bp = g->bp + j / NR * g->bstride;
         for (int64_t i = 0; i < mc; i += MR) {
             int64_t rows = mc - i < MR ? mc - i : MR;
             o.c = g->out + (i0 + i) * g->ldo + j0 + j;
-            tiles[rows - 1](kc, g->ap + i * kc, g->bp + j * kc, &o);
+            tiles[rows - 1](kc, g->ap + i * kc, bp, &o);
         }
     }
 }
@@ -255,14 +269,20 @@ static int64_t block_size(int64_t count, int64_t most, int64_t unit)
 }
 
 AVX512 static void blocked(int ta, int tb, const float *a, int64_t lda,
-                           const float *b, int64_t ldb, const gemm_args *g,
+                           const float *b, int64_t ldb, gemm_args *g,
                            int64_t kcb, int64_t mcb, int64_t ncb)
 {
     for (int64_t j0 = 0; j0 < g->n; j0 += ncb) {
         int64_t nc = g->n - j0 < ncb ? g->n - j0 : ncb;
         for (int64_t p0 = 0; p0 < g->k; p0 += kcb) {
             int64_t kc = g->k - p0 < kcb ? g->k - p0 : kcb;
-            pack_b(tb, b, ldb, p0, j0, kc, nc, g->bp);
+            if (g->pre) {
+                g->bp = g->pre + j0 / NR * g->bstride + p0 * NR;
+            } else {
+                pack_b(tb, b, ldb, p0, j0, kc, nc, g->buf);
+                g->bp = g->buf;
+                g->bstride = kc * NR;
+            }
             for (int64_t i0 = 0; i0 < g->m; i0 += mcb) {
                 int64_t mc = g->m - i0 < mcb ? g->m - i0 : mcb;
                 pack_a(ta, a, lda, i0, p0, mc, kc, g->ap);
@@ -301,9 +321,12 @@ static float *thread_buffer(void)
     return buf;
 }
 
-int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                     float alpha, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float beta, float *out, int64_t ldo)
+/* The product with op(b) packed per block (pre NULL) or once (pre, the
+   whole of op(b)'s columns from the product's first): the same blocks of
+   k either way, so the same sums. */
+static int product(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb,
+                   const float *pre, float beta, float *out, int64_t ldo)
 {
     float *buf = thread_buffer();
     if (buf == NULL)
@@ -311,9 +334,51 @@ int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
     int64_t kcb = block_size(k, KC, 1), mcb = block_size(m, MC, MR),
             ncb = block_size(n, NC, NR);
     /* the B block first: NC * KC floats keep the A block 64-byte aligned */
-    gemm_args g = {m, n, k, alpha, beta, out, buf + KC * NC, buf, ldo};
+    gemm_args g = {.m = m,
+                   .n = n,
+                   .k = k,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .out = out,
+                   .ap = buf + KC * NC,
+                   .buf = buf,
+                   .pre = pre,
+                   .ldo = ldo,
+                   .bstride = k * NR};
     blocked(ta, tb, a, lda, b, ldb, &g, kcb, mcb, ncb);
     return 1;
+}
+
+int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *out, int64_t ldo)
+{
+    return product(ta, tb, m, n, k, alpha, a, lda, b, ldb, NULL, beta, out,
+                   ldo);
+}
+
+int64_t kiln_gemm_avx512_packed_floats(int64_t n, int64_t k)
+{
+    return (n + NR - 1) / NR * NR * k;
+}
+
+/* One panel of NR columns after another, each all k rows ([k][NR]): the
+   panels of every block of k and of columns are slices of it. */
+AVX512 void kiln_gemm_avx512_pack_b(int tb, int64_t n, int64_t k,
+                                    const float *b, int64_t ldb, float *dst)
+{
+    pack_b(tb, b, ldb, 0, 0, k, n, dst);
+}
+
+int kiln_gemm_avx512_packed(int ta, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda,
+                            const float *packed, int64_t j0, float beta,
+                            float *out, int64_t ldo)
+{
+    if (j0 % NR != 0)
+        return 0;
+    return product(ta, 0, m, n, k, alpha, a, lda, NULL, 0,
+                   packed + j0 / NR * (k * NR), beta, out, ldo);
 }
 
 int kiln_gemm_avx512_ok(void)
@@ -334,6 +399,28 @@ int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
 {
     (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a;
     (void)lda, (void)b, (void)ldb, (void)beta, (void)out, (void)ldo;
+    return 0;
+}
+
+int64_t kiln_gemm_avx512_packed_floats(int64_t n, int64_t k)
+{
+    (void)n, (void)k;
+    return 0;
+}
+
+void kiln_gemm_avx512_pack_b(int tb, int64_t n, int64_t k, const float *b,
+                             int64_t ldb, float *dst)
+{
+    (void)tb, (void)n, (void)k, (void)b, (void)ldb, (void)dst;
+}
+
+int kiln_gemm_avx512_packed(int ta, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda,
+                            const float *packed, int64_t j0, float beta,
+                            float *out, int64_t ldo)
+{
+    (void)ta, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+    (void)packed, (void)j0, (void)beta, (void)out, (void)ldo;
     return 0;
 }
 

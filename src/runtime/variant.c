@@ -94,6 +94,8 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
                                    : (char *)v->arena + mp.scratch[id];
                 stp->in = v->in_ptrs + ptr;
                 ptr += (size_t)n->n_in;
+                /* packs a constant weight once for every run */
+                stp->prep = kiln_cpu_prepare(n);
             }
         }
         /* an update written into its variable needs no copy */
@@ -140,6 +142,8 @@ void kiln_variant_free(kiln_variant *v)
 {
     if (!v)
         return;
+    for (int i = 0; v->steps && i < v->n_steps; i++)
+        kiln_cpu_prepared_free(v->steps[i].prep);
     kiln_unit_free(&v->u);
     free(v->buf);
     free(v->arena);
@@ -216,8 +220,8 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
         kiln_status rc;
         if (sync && (rc = sync_step(sync, v, st, 0)) != KILN_OK)
             return rc;
-        if (kiln_cpu_run_kernel(&s->exec, st->n, st->out, st->in, st->scratch,
-                                msg, sizeof msg) != KILN_OK)
+        if (kiln_cpu_run_prepared(&s->exec, st->n, st->out, st->in, st->scratch,
+                                  st->prep, msg, sizeof msg) != KILN_OK)
             return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
         if (st->n->debug)
             kiln_debug_print(s->exec.debug, st->n, st->out, "value");
@@ -287,11 +291,12 @@ static void print_buffer(const kiln_variant *v, const kiln_node *n, FILE *out)
     fputc('\n', out);
 }
 
-static void print_step(const kiln_node *n, FILE *out)
+static void print_step(const kiln_step *st, FILE *out)
 {
     char line[2048];
-    kiln_node_format(n, NULL, 0, line, sizeof line);
-    fprintf(out, "  %s\n", line);
+    kiln_node_format(st->n, NULL, 0, line, sizeof line);
+    fprintf(out, "  %s%s\n", line,
+            st->prep ? " (its constant operand prepared once)" : "");
 }
 
 void kiln_variant_print(const kiln_variant *v, FILE *out)
@@ -309,7 +314,7 @@ void kiln_variant_print(const kiln_variant *v, FILE *out)
         print_buffer(v, u->g->nodes[id], out);
     fprintf(out, "schedule:\n");
     for (int i = 0; i < v->n_steps; i++)
-        print_step(v->steps[i].n, out);
+        print_step(&v->steps[i], out);
     fprintf(out, "outputs:");
     for (int i = 0; i < u->n_out; i++)
         fprintf(out, " %%%d", u->outputs[i]->id);

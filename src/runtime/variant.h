@@ -6,6 +6,7 @@
 #ifndef KILN_RUNTIME_VARIANT_H
 #define KILN_RUNTIME_VARIANT_H
 
+#include "cpu/prepared.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
 
@@ -14,6 +15,7 @@ typedef struct kiln_step {
     void *out;
     void **in;
     void *scratch; /* the kernel's scratch memory in the block, or NULL */
+    kiln_cpu_prepared *prep; /* what its kernel keeps between runs, or NULL */
 } kiln_step;
 
 typedef struct kiln_assignment {
