@@ -195,6 +195,38 @@ static void test_reverse_sequence_bad_length(void **state)
     kiln_graph_free(g);
 }
 
+/* If on a condition given when running, Loop stopped by data, Loop with
+   a scan output, Scan of two inputs one reversed (NumPy references); and
+   the gradient through the unrolled Scan by finite differences. */
+static void test_control_flow(void **state)
+{
+    (void)state;
+    run_model("if_true", "if_true");
+    run_model("if_false", "if_false");
+    run_model("loop_cond", "loop_cond");
+    run_model("loop_scan", "loop_scan");
+    run_model("scan_rev", "scan_rev");
+    refs r;
+    read_refs("scan_rev", &r);
+    kiln_graph *g = kiln_graph_new();
+    kiln_onnx_model *m = load_ok(g, "scan_rev", NULL);
+    kiln_node *ins[2] = {kiln_onnx_input(m, 0), kiln_onnx_input(m, 1)};
+    kiln_node *run = kiln_onnx_output(m, 1);
+    kiln_node *loss = kiln_sum(g, kiln_mul(g, run, run), KILN_ALL_AXES, 0);
+    kiln_tensor *vals[2] = {ref_tensor_new(&r.t[0]), ref_tensor_new(&r.t[1])};
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_gradcheck_result res;
+    if (kiln_gradcheck(s, g, loss, ins, 2, ins, vals, 2, 1e-3, 1e-2, &res) !=
+        KILN_OK)
+        fail_msg("scan_rev: gradcheck: %s", kiln_session_error(s));
+    kiln_tensor_free(vals[0]);
+    kiln_tensor_free(vals[1]);
+    kiln_session_free(s);
+    kiln_onnx_free(m);
+    kiln_graph_free(g);
+    free_refs(&r);
+}
+
 /* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
 static void test_torch_exports(void **state)
 {
@@ -358,6 +390,15 @@ static void test_hostile_files(void **state)
          "node 'rs' (ReverseSequence): batch_axis 2 and time_axis 0"},
         {"bad_unpool_huge", KILN_ERR_SHAPE,
          "node 'up' (MaxUnpool): output_shape has too many elements"},
+        {"bad_loop_trips", KILN_ERR_UNSUPPORTED,
+         "node 'loop' (Loop): trip count 1099511627776: at most 1024 steps"},
+        {"bad_loop_body", KILN_ERR_ARG,
+         "node 'loop' (Loop): the body has 3 inputs and 2 outputs, want 4 "
+         "and 3"},
+        {"bad_if_nesting", KILN_ERR_UNSUPPORTED, "subgraphs nested over 32"},
+        {"bad_loop_nest", KILN_ERR_UNSUPPORTED, "unrolled past 262144 nodes"},
+        {"bad_deep_graphs", KILN_ERR_IO, "messages nested over 256 deep"},
+        {"bad_deep_types", KILN_ERR_IO, "messages nested over 256 deep"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},
         {"missing_file", KILN_ERR_IO, "cannot open"},
     };
@@ -455,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_shape_arithmetic),
         cmocka_unit_test(test_upsample),
         cmocka_unit_test(test_reorder),
+        cmocka_unit_test(test_control_flow),
         cmocka_unit_test(test_reverse_sequence_bad_length),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),

@@ -283,6 +283,34 @@ static void convert_node(ox_ctx *c, const Onnx__NodeProto *p)
         }
 }
 
+ox_value *ox_bind(ox_ctx *c, const char *name, kiln_node *node, int type,
+                  ox_host *known)
+{
+    return add_value(c, name, node, type, known);
+}
+
+ox_value *ox_lookup(ox_ctx *c, const char *name)
+{
+    return name ? find_value(c, name) : NULL;
+}
+
+void ox_scope_pop(ox_ctx *c, int mark)
+{
+    while (c->n_vals > mark) {
+        ox_value *v = &c->vals[--c->n_vals];
+        ox_host_free(v->known);
+        free(v->known);
+    }
+}
+
+void ox_convert_body(ox_ctx *c, const Onnx__GraphProto *gp)
+{
+    for (size_t k = 0; k < gp->n_initializer; k++)
+        add_initializer(c, gp->initializer[k]);
+    for (size_t k = 0; k < gp->n_node; k++)
+        convert_node(c, gp->node[k]);
+}
+
 static void read_opset(ox_ctx *c, const Onnx__ModelProto *mp)
 {
     for (size_t k = 0; k < mp->n_opset_import; k++) {

@@ -60,6 +60,19 @@ static ProtobufCMessage *read_message(const char *path,
     unsigned char *buf = read_all(path, &size);
     if (!buf)
         return NULL;
+    int deep = d == &onnx__model_proto__descriptor
+                   ? ox_wire_depth(buf, size, OX_MAX_NESTING)
+                   : 0;
+    if (deep < 0 || deep > OX_MAX_NESTING) {
+        free(buf);
+        if (deep < 0)
+            kiln_set_last_error("%s: not %s (protobuf decoding failed)", path,
+                                what);
+        else
+            kiln_set_last_error("%s: not %s (messages nested over %d deep)",
+                                path, what, OX_MAX_NESTING);
+        return NULL;
+    }
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size, buf);
     free(buf);
     if (!m)

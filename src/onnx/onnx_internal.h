@@ -26,6 +26,14 @@ enum {
 /* Largest model file read (protobuf's own limit is 2 GiB). */
 #define OX_MAX_FILE ((int64_t)2 << 30)
 
+/* The deepest nesting of a model's messages ox_read_model takes:
+   protobuf-c unpacks nested messages by recursion. */
+#define OX_MAX_NESTING 256
+/* How deep the ModelProto in buf (n bytes) nests its messages along the
+   paths where onnx.proto's messages contain themselves (graphs in
+   attributes, types in types), at most limit + 1 (the walk stops there);
+   -1 when the wire format is malformed on the way (wire_depth.c). */
+int ox_wire_depth(const uint8_t *buf, size_t n, int limit);
 /* Reads and unpacks the model at path (protobuf-c checks the wire format).
    NULL with kiln_last_error on failure. */
 Onnx__ModelProto *ox_read_model(const char *path);
@@ -81,7 +89,9 @@ typedef struct ox_ctx {
     size_t msg_len, msg_cap;
     kiln_status st; /* the first problem's */
     int n_problems;
-    int building; /* 0 once the graph failed: later nodes are only checked */
+    int building;   /* 0 once the graph failed: later nodes are only checked */
+    int depth;      /* subgraphs being converted, one inside the other */
+    int64_t bodies; /* nodes of subgraphs converted so far (unrolled) */
 } ox_ctx;
 
 /* One node being converted: its inputs (NULL for an empty optional name or
@@ -140,6 +150,8 @@ kiln_node *ox_f32(ox_ctx *c, const ox_node *n, int i);
 void ox_out(ox_ctx *c, ox_node *n, kiln_node *y, int type);
 /* A new host tensor of numel int64 values shaped shape (known values). */
 ox_host *ox_host_ints(kiln_shape shape, const int64_t *v);
+/* A copy of h (NULL for NULL or out of memory). */
+ox_host *ox_host_dup(const ox_host *h);
 /* Sets n's known output 0 when n is integer arithmetic (Add, Sub, Mul,
    Div, Max, Min, Sum, Neg, Abs) whose inputs are all known integers, so
    that shapes computed from shapes stay known while loading. */
@@ -190,6 +202,18 @@ extern const ox_op ox_grid_ops[];
 /* Sets n's output 1, MaxPool's Indices, for x (1-D or 2-D) pooled into y
    (pool_indices.c); -1 with a recorded problem. */
 int ox_pool_indices(ox_ctx *c, ox_node *n, kiln_node *x, kiln_node *y);
+/* Scopes of subgraphs (load.c): values are a stack searched from the
+   top, so a subgraph's names shadow the outer graph's while it is
+   converted and vanish with ox_scope_pop(c, mark), mark being c->n_vals
+   before.  ox_bind adds a value (taking known); ox_lookup finds one;
+   ox_convert_body converts a subgraph's initializers and nodes. */
+ox_value *ox_bind(ox_ctx *c, const char *name, kiln_node *node, int type,
+                  ox_host *known);
+ox_value *ox_lookup(ox_ctx *c, const char *name);
+void ox_scope_pop(ox_ctx *c, int mark);
+void ox_convert_body(ox_ctx *c, const Onnx__GraphProto *gp);
+/* If, Loop and Scan, unrolled (ops_control.c). */
+extern const ox_op ox_control_ops[];
 /* ReverseSequence and MaxUnpool (ops_reorder.c). */
 extern const ox_op ox_reorder_ops[];
 /* Conv (group given) and MaxPool / AveragePool (max set) of a 5-D x from

@@ -228,8 +228,8 @@ static int conv_identity(ox_ctx *c, ox_node *n)
     const ox_host *k = n->in[0] ? n->in[0]->known : NULL;
     n->out[0] = ox_in(c, n, 0);
     n->out_type[0] = ox_in_type(n, 0);
-    if (k && k->i)
-        n->out_known[0] = ox_host_ints(k->shape, k->i);
+    if (k && (k->i || n->out_type[0] == OX_BOOL))
+        n->out_known[0] = ox_host_dup(k);
     return 0;
 }
 

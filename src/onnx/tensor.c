@@ -386,3 +386,26 @@ ox_host *ox_host_ints(kiln_shape shape, const int64_t *v)
     }
     return h;
 }
+
+ox_host *ox_host_dup(const ox_host *h)
+{
+    if (!h)
+        return NULL;
+    if (h->i || !h->f) {
+        ox_host *d = ox_host_ints(h->shape, h->i);
+        if (d)
+            d->type = h->type;
+        return d;
+    }
+    ox_host *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    *d = *h;
+    d->f = malloc((size_t)h->numel * sizeof(float) + 1);
+    if (!d->f) {
+        free(d);
+        return NULL;
+    }
+    memcpy(d->f, h->f, (size_t)h->numel * sizeof(float));
+    return d;
+}

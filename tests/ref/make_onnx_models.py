@@ -431,6 +431,169 @@ def reorder():
                    "bad_unpool_huge")
 
 
+def control():
+    """If, Loop and Scan with bodies reading outer values: an If on a
+    condition given when running; a Loop whose condition is data (it stops
+    when y passes 10); a Loop with a scan output; a Scan of two inputs, one
+    reversed, stacking on axis 1.  And bad ones: a trip count past what is
+    unrolled, a body with the wrong number of inputs."""
+    b = lambda name, shape: helper.make_tensor_value_info(
+        name, TensorProto.BOOL, shape)
+    graph = lambda nodes, ins, outs, name="body": helper.make_graph(
+        nodes, name, ins, outs)
+    # If: then 2x, else x - 1
+    then_g = graph([helper.make_node("Add", ["x", "x"], ["t"])], [],
+                   [f32("t", [2, 3])], "then")
+    else_g = graph([helper.make_node("Sub", ["x", "one"], ["e"])], [],
+                   [f32("e", [2, 3])], "else")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    for name, cond in (("if_true", True), ("if_false", False)):
+        m = model([helper.make_node("If", ["c"], ["y"], "if",
+                                    then_branch=then_g, else_branch=else_g)],
+                  [f32("x", [2, 3]), b("c", [])], [f32("y", [2, 3])],
+                  [init("one", np.float32(1))], opset=13)
+        save(m, name)
+        write_refs(name, [("x", x), ("c", np.array(cond, np.float32))],
+                   [("y", 2 * x if cond else x - 1)])
+    # Loop: y = 1.5 y + i while y < 10, at most 6 steps
+    body = graph([helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["y_in", "k"], ["y1"]),
+                  helper.make_node("Add", ["y1", "fi"], ["y_out"]),
+                  helper.make_node("ReduceMax", ["y_out"], ["top"], keepdims=0),
+                  helper.make_node("Less", ["top", "lim"], ["c_out"])],
+                 [i64("i", []), b("c_in", []), f32("y_in", [2])],
+                 [b("c_out", []), f32("y_out", [2])])
+    y0 = np.array([0.5, 1.25], np.float32)
+    y = y0.copy()
+    for i in range(6):
+        y = (y * 1.5 + i).astype(np.float32)
+        if not y.max() < 10:
+            break
+    m = model([helper.make_node("Loop", ["M", "c", "y0"], ["y"], "loop",
+                                body=body)],
+              [f32("y0", [2]), b("c", [])], [f32("y", [2])],
+              [init("M", np.int64(6)), init("k", np.float32(1.5)),
+               init("lim", np.float32(10))], opset=13)
+    save(m, "loop_cond")
+    write_refs("loop_cond", [("y0", y0), ("c", np.array(1, np.float32))],
+               [("y", y)])
+    # Loop of 4 steps with a scan output: s = s * w, every s kept
+    body = graph([helper.make_node("Mul", ["s_in", "w"], ["s_out"]),
+                  helper.make_node("Identity", ["c_in"], ["c_out"]),
+                  helper.make_node("Identity", ["s_out"], ["keep"])],
+                 [i64("i", []), b("c_in", []), f32("s_in", [2])],
+                 [b("c_out", []), f32("s_out", [2]), f32("keep", [2])])
+    s0 = rng.standard_normal(2).astype(np.float32)
+    w = np.array([0.5, -2], np.float32)
+    steps = [s0 * w ** (k + 1) for k in range(4)]
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["s", "all"], "loop",
+                                body=body)],
+              [f32("s0", [2])], [f32("s", [2]), f32("all", [4, 2])],
+              [init("M", np.int64(4)), init("w", w)], opset=13)
+    save(m, "loop_scan")
+    write_refs("loop_scan", [("s0", s0)],
+               [("s", steps[-1]), ("all", np.stack(steps).astype(np.float32))])
+    # Scan: acc += a_t * b_(T-1-t) over axis 1 of a and axis 0 of b; the
+    # running acc stacked on axis 1
+    body = graph([helper.make_node("Mul", ["a_t", "b_t"], ["p"]),
+                  helper.make_node("Add", ["acc_in", "p"], ["acc_out"]),
+                  helper.make_node("Identity", ["acc_out"], ["keep"])],
+                 [f32("acc_in", [3]), f32("a_t", [3]), f32("b_t", [3])],
+                 [f32("acc_out", [3]), f32("keep", [3])])
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    bb = rng.standard_normal((4, 3)).astype(np.float32)
+    acc = np.zeros(3, np.float32)
+    keep = []
+    for t in range(4):
+        acc = acc + a[:, t] * bb[3 - t]
+        keep.append(acc)
+    m = model([helper.make_node("Scan", ["acc0", "a", "b"], ["acc", "run"],
+                                "scan", body=body, num_scan_inputs=2,
+                                scan_input_axes=[1, 0],
+                                scan_input_directions=[0, 1],
+                                scan_output_axes=[-1])],
+              [f32("a", [3, 4]), f32("b", [4, 3])],
+              [f32("acc", [3]), f32("run", [3, 4])],
+              [init("acc0", np.zeros(3, np.float32))], opset=11)
+    save(m, "scan_rev")
+    write_refs("scan_rev", [("a", a), ("b", bb)],
+               [("acc", acc), ("run", np.stack(keep, 1))])
+    save_unchecked(model([helper.make_node("Loop", ["M", "", "s0"], ["s"],
+                                           "loop", body=body)],
+                         [f32("s0", [3])], [f32("s", [3])],
+                         [init("M", np.int64(1 << 40))], opset=13),
+                   "bad_loop_trips")
+    save_unchecked(model([helper.make_node("Loop", ["M", "", "s0", "s1"],
+                                           ["s", "t"], "loop", body=body)],
+                         [f32("s0", [3]), f32("s1", [3])],
+                         [f32("s", [3]), f32("t", [3])],
+                         [init("M", np.int64(2))], opset=13),
+                   "bad_loop_body")
+    # Ifs nested 40 deep on a condition known only when running
+    leaf = graph([helper.make_node("Identity", ["x"], ["l"])], [],
+                 [f32("l", [1])], "leaf")
+    inner = leaf
+    for d in range(40):
+        inner = graph([helper.make_node("If", ["c"], ["o%d" % d], "if%d" % d,
+                                        then_branch=inner, else_branch=leaf)],
+                      [], [f32("o%d" % d, [1])], "g%d" % d)
+    save_unchecked(model(list(inner.node), [f32("x", [1]), b("c", [])],
+                         [f32("o39", [1])], [], opset=13), "bad_if_nesting")
+    # a Loop of 1024 steps around one of 1024: a million bodies
+    step = graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                  helper.make_node("Identity", ["v_in"], ["v_out"])],
+                 [i64("i", []), b("c_in", []), f32("v_in", [1])],
+                 [b("c_out", []), f32("v_out", [1])])
+    outer = graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                   helper.make_node("Loop", ["M", "", "v_in"], ["v_out"],
+                                    "inner", body=step)],
+                  [i64("i", []), b("c_in", []), f32("v_in", [1])],
+                  [b("c_out", []), f32("v_out", [1])])
+    save_unchecked(model([helper.make_node("Loop", ["M", "", "x"], ["y"],
+                                           "outer", body=outer)],
+                         [f32("x", [1])], [f32("y", [1])],
+                         [init("M", np.int64(1024))], opset=13),
+                   "bad_loop_nest")
+
+
+def wire(levels, kind):
+    """A ModelProto written byte by byte whose messages nest levels deep:
+    If nodes in then_branch graphs, or a graph input's type a sequence of
+    sequences.  (protobuf-c unpacks by recursion: tens of thousands of
+    levels overflow its stack.)"""
+    def varint(n):
+        out = bytearray()
+        while True:
+            b, n = n & 0x7f, n >> 7
+            out.append(b | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    def ld(field, payload):
+        return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+    def vi(field, v):
+        return varint(field << 3) + varint(v)
+
+    if kind == "graph":
+        g = b""
+        for _ in range(levels):
+            attr = ld(1, b"then_branch") + ld(6, g) + vi(20, 5)
+            g = ld(1, ld(4, b"If") + ld(5, attr))
+    else:
+        t = ld(1, vi(1, 1))  # tensor_type float
+        for _ in range(levels):
+            t = ld(4, ld(1, t))  # sequence_type { elem_type }
+        g = ld(11, ld(1, b"x") + ld(2, t))
+    return vi(1, 8) + ld(7, g) + ld(8, vi(2, 13))
+
+
+def deep():
+    for name, kind in (("bad_deep_graphs", "graph"), ("bad_deep_types", "type")):
+        with open(os.path.join(OUT, name + ".onnx"), "wb") as f:
+            f.write(wire(300, kind))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -441,6 +604,8 @@ def main():
     hostile()
     upsample()
     reorder()
+    control()
+    deep()
 
 
 if __name__ == "__main__":
