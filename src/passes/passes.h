@@ -161,5 +161,10 @@ int kiln_is_constant_value(const kiln_node *n, float v);
    the tanh gelu written out in primitives (as kiln_gelu builds it, or an
    ONNX export); else NULL. */
 kiln_node *kiln_match_gelu_tanh(kiln_rewriter *rw, const kiln_node *old);
+/* passes/attention_match.c: old's replacement, one fused attention op, when
+   old is matmul(softmax(q k^T * scale + mask), v) written out in primitives
+   with a constant mask (rw->state: the uses of each node of rw->in); else
+   NULL. */
+kiln_node *kiln_match_attention(kiln_rewriter *rw, const kiln_node *old);
 
 #endif

@@ -2,6 +2,8 @@
    Each rule returns the replacement of a node (built from the already
    rewritten inputs) or NULL to keep it.  Rules never look through a node
    marked for debugging, so its value is still computed and printed. */
+#include <stdlib.h>
+
 #include "passes/passes.h"
 
 static int plain(const kiln_node *n)
@@ -108,8 +110,10 @@ static kiln_node *simplify_movement(kiln_rewriter *rw, const kiln_node *old,
                                      : kiln_permute(g, x->in[0], perm);
     }
     case KILN_OP_MATMUL: {
-        kiln_node *a = in[0], *b = in[1];
+        kiln_node *a = in[0], *b = in[1], *r;
         int ta = old->at.trans_a, tb = old->at.trans_b;
+        if ((r = kiln_match_attention(rw, old)))
+            return r;
         if (!is_last_two_swap(a) && !is_last_two_swap(b))
             return NULL;
         if (is_last_two_swap(a)) {
@@ -196,5 +200,13 @@ kiln_status kiln_pass_simplify(const kiln_unit *in, kiln_unit *out,
                                const kiln_compile_options *opt,
                                kiln_eval_fn eval)
 {
-    return kiln_rewrite(in, out, opt, eval, NULL, simplify, NULL);
+    /* the attention rule needs each node's uses */
+    int *uses = kiln_unit_uses(in);
+    if (!uses) {
+        kiln_graph_fail(out->g, KILN_ERR_MEMORY, "kiln_compile: out of memory");
+        return KILN_ERR_MEMORY;
+    }
+    kiln_status s = kiln_rewrite(in, out, opt, eval, NULL, simplify, uses);
+    free(uses);
+    return s;
 }
