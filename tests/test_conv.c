@@ -410,13 +410,15 @@ static void test_fast_matches_reference(void **state)
 /* One input channel, 2-D, unit stride (cpu/conv_direct.c where AVX-512
    is present): rows of 8 to 40 (tails of both vectors of a span), channel
    counts off the blocks of 8 and 4, taps off the blocks of 4; forward
-   with bias and relu fused, and the weight gradient. */
+   with bias and relu fused, and the weight gradient; at 1 and 2 threads
+   (a batch under the thread count splits the forward's blocks). */
 static void test_direct_matches_reference(void **state)
 {
     (void)state;
     kiln_rng r;
     kiln_rng_seed(&r, 5);
     for (int it = 0; it < 40; it++) {
+        kiln_set_num_threads(1 + it / 2 % 2);
         kiln_graph *g = kiln_graph_new();
         kiln_window win = {.nd = 2, .groups = 1};
         win.flags = it % 2 ? KILN_WINDOW_RELU : 0;
@@ -441,6 +443,7 @@ static void test_direct_matches_reference(void **state)
         fast_matches_reference(&r, dw);
         kiln_graph_free(g);
     }
+    kiln_set_num_threads(0);
 }
 
 /* ------------------------------------------------------------ errors */

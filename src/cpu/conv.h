@@ -25,14 +25,15 @@ void kiln_conv_finish(float *y, int64_t channels, int64_t size,
 /* The direct kernels of one input channel (cpu/conv_direct.c): whether
    they take g (2-D, one channel per group, unit stride and dilation, rows
    of 8 or more, AVX-512 present), the scratch floats they need, and one
-   image: y [o, out] from x [1, in] (bias NULL: none), or the weight
+   image: y [o, out] from x [1, in] (bias NULL: none; split: its blocks of
+   output channels go over the pool), or the weight
    gradient of x and dy [o, out] written (first) or added into acc [o,
    taps]. */
 int kiln_conv_direct_ok(const kiln_conv_geom *g);
 int64_t kiln_conv_direct_floats(const kiln_conv_geom *g);
 void kiln_conv_direct_fwd(const kiln_conv_geom *g, const float *x,
                           const float *w, const float *bias, int relu, float *y,
-                          float *scratch);
+                          float *scratch, int split);
 void kiln_conv_direct_wgrad(const kiln_conv_geom *g, const float *x,
                             const float *dy, float *acc, int first,
                             float *scratch);
@@ -58,6 +59,21 @@ void kiln_conv_rows_image(const kiln_conv_geom *g, kiln_op op, const float *a,
 void kiln_conv_rows_wgrad(const kiln_conv_geom *g, const float *x,
                           const float *dy, float *acc, int first, int last,
                           float *scratch, int split);
+
+/* The direct kernel with output channels in the vector lanes
+   (cpu/conv_lanes.c), conv's forward only: whether it takes g (2-D, one
+   group, 16 or more output channels, rows of 8 or more, unit stride along
+   rows, AVX-512 present), the floats shared by a call (the weights
+   packed by kiln_conv_lanes_pack) and those of one image's scratch; one
+   image y [o, out] from x [c, in] (bias NULL: none), its tiles split over
+   the pool when split. */
+int kiln_conv_lanes_ok(const kiln_conv_geom *g);
+int64_t kiln_conv_lanes_shared_floats(const kiln_conv_geom *g);
+int64_t kiln_conv_lanes_floats(const kiln_conv_geom *g);
+void kiln_conv_lanes_pack(const kiln_conv_geom *g, const float *w, float *wp);
+void kiln_conv_lanes_image(const kiln_conv_geom *g, const float *x,
+                           const float *wp, const float *bias, int relu,
+                           float *y, float *scratch, int split);
 
 void kiln_ref_CONV(const kiln_node *n, void *out, void *const *in);
 void kiln_ref_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in);

@@ -14,6 +14,7 @@
 
 #include "cpu/conv.h"
 #include "cpu/conv_simd.h"
+#include "cpu/pool.h"
 
 #ifdef KILN_CONV_AVX512
 #define DIRECT_AVX512 1
@@ -167,9 +168,40 @@ wgrad_block(const kiln_conv_geom *g, const float *p, int64_t pw,
 }
 #endif
 
+#ifdef DIRECT_AVX512
+/* One image's forward, its blocks of CH channels split over the pool when
+   the batch is too small to give every thread images. */
+typedef struct fwd_job {
+    const kiln_conv_geom *g;
+    const float *p, *wp, *bias;
+    float *y;
+    int relu;
+} fwd_job;
+
+static void fwd_blocks(void *ctx, int64_t lo, int64_t hi)
+{
+    const fwd_job *j = ctx;
+    const kiln_conv_geom *g = j->g;
+    int64_t ksz = g->k[0] * g->k[1], osz = g->out[0] * g->out[1];
+    for (int64_t o0 = lo * CH; o0 < hi * CH && o0 < g->o; o0 += CH) {
+        fwd_block k = {.p = j->p,
+                       .wp = j->wp + o0 * ksz,
+                       .bias = j->bias ? j->bias + o0 : NULL,
+                       .y = j->y + o0 * osz,
+                       .pw = plane_width(g),
+                       .osz = osz,
+                       .nch = g->o - o0 < CH ? g->o - o0 : CH,
+                       .relu = j->relu};
+        for (int64_t r = 0; r < g->out[0]; r++)
+            for (int64_t x0 = 0; x0 < g->out[1]; x0 += SPAN)
+                fwd_span(g, &k, r, x0);
+    }
+}
+#endif
+
 void kiln_conv_direct_fwd(const kiln_conv_geom *g, const float *x,
                           const float *w, const float *bias, int relu, float *y,
-                          float *scratch)
+                          float *scratch, int split)
 {
 #ifdef DIRECT_AVX512
     int64_t ksz = g->k[0] * g->k[1], pw = plane_width(g);
@@ -180,22 +212,15 @@ void kiln_conv_direct_fwd(const kiln_conv_geom *g, const float *x,
         for (int64_t t = 0; t < ksz; t++)
             wp[(o / CH * ksz + t) * CH + o % CH] =
                 o < g->o ? w[o * ksz + t] : 0;
-    int64_t osz = g->out[0] * g->out[1];
-    for (int64_t o0 = 0; o0 < g->o; o0 += CH) {
-        fwd_block k = {.p = p,
-                       .wp = wp + o0 * ksz,
-                       .bias = bias ? bias + o0 : NULL,
-                       .y = y + o0 * osz,
-                       .pw = pw,
-                       .osz = osz,
-                       .nch = g->o - o0 < CH ? g->o - o0 : CH,
-                       .relu = relu};
-        for (int64_t r = 0; r < g->out[0]; r++)
-            for (int64_t x0 = 0; x0 < g->out[1]; x0 += SPAN)
-                fwd_span(g, &k, r, x0);
-    }
+    fwd_job j = {g, p, wp, bias, y, relu};
+    int64_t blocks = (g->o + CH - 1) / CH;
+    if (split)
+        kiln_par_for(blocks, CH * g->out[0] * g->out[1] * ksz, fwd_blocks, &j);
+    else
+        fwd_blocks(&j, 0, blocks);
 #else /* not called: kiln_conv_direct_ok is 0 */
-    (void)g, (void)x, (void)w, (void)bias, (void)relu, (void)y, (void)scratch;
+    (void)g, (void)x, (void)w, (void)bias, (void)relu, (void)y, (void)scratch,
+        (void)split;
 #endif
 }
 

@@ -23,7 +23,10 @@
    A 2-D convolution of one input channel (and its weight gradient) runs
    no product at all where AVX-512 is there: cpu/conv_direct.c; nor do
    2-D stride-1 convolutions of 8 or more channels: cpu/conv_rows.c (all
-   three ops, its packed weights shared by the slots ahead of them).
+   three ops, its packed weights shared by the slots ahead of them), nor
+   the forward of 2-D convolutions whose rows fill vectors of 16 output
+   channels better than vectors of 16 positions (rows of 14: the MNIST
+   CNN's second layer): cpu/conv_lanes.c.
 
    Scratch.  The buffers live in scratch memory the caller hands the kernel
    (the memory planner places it in a compiled function's block, the
@@ -42,12 +45,12 @@
 #include "cpu/threads.h"
 
 enum { SLOTS = 8 };
-enum { DIRECT, FLAT, STRIDED, SINGLE, ROWS };
+enum { DIRECT, FLAT, STRIDED, SINGLE, ROWS, LANES };
 
 typedef struct conv_job {
     const kiln_node *node;
     kiln_conv_geom g;
-    int how; /* DIRECT, FLAT, STRIDED, SINGLE, ROWS */
+    int how; /* DIRECT, FLAT, STRIDED, SINGLE, ROWS, LANES */
     int64_t cg, og, ksz, isz, osz, rows; /* rows: cg * ksz */
     int64_t pdim[3], plane;              /* FLAT: the padded input */
     int64_t cols; /* columns of the product: osz, or FLAT's numbering */
@@ -82,11 +85,32 @@ static void layout(conv_job *j)
         j->n_pad = kiln_conv_rows_floats(g, j->node->op);
         j->n_shared = kiln_conv_rows_shared_floats(g, j->node->op);
     }
-    j->n_col = j->how == DIRECT || j->how == SINGLE || j->how == ROWS
+    if (j->how == LANES) {
+        j->n_pad = kiln_conv_lanes_floats(g);
+        j->n_shared = kiln_conv_lanes_shared_floats(g);
+    }
+    j->n_col = j->how == DIRECT || j->how == SINGLE || j->how == ROWS ||
+                       j->how == LANES
                    ? 0
                    : j->rows * j->cols;
     j->n_acc = j->node->op == KILN_OP_CONV_WGRAD ? g->o * j->rows : 0;
     j->per_slot = j->n_pad + j->n_col + j->n_out + j->n_acc;
+}
+
+/* Multiply-adds per (input channel, tap) of conv_rows' forward (8
+   channels times vectors of 16 positions, taken in pairs) and of
+   conv_lanes' (32 channels times 14 positions of a row): lanes spent on
+   padding count, so that each kernel takes the shapes it fills best (rows
+   of 14: lanes; of 32: rows). */
+static int64_t rows_cost(const kiln_conv_geom *g)
+{
+    int64_t nv = g->out[0] * ((g->out[1] + 15) / 16);
+    return (g->o + 7) / 8 * 8 * (nv + nv % 2) * 16;
+}
+
+static int64_t lanes_cost(const kiln_conv_geom *g)
+{
+    return (g->o + 31) / 32 * 32 * g->out[0] * ((g->out[1] + 13) / 14 * 14);
 }
 
 static conv_job job_of(const kiln_node *n)
@@ -116,6 +140,9 @@ static conv_job job_of(const kiln_node *n)
         j.how = SINGLE;
     if (kiln_conv_rows_ok(g))
         j.how = ROWS;
+    if (n->op == KILN_OP_CONV && j.how != SINGLE && kiln_conv_lanes_ok(g) &&
+        (j.how != ROWS || lanes_cost(g) < rows_cost(g)))
+        j.how = LANES;
     j.slots = g->n < SLOTS ? g->n : SLOTS;
     layout(&j);
     return j;
@@ -375,6 +402,12 @@ static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
     const float *x = j->a + (i * j->g.c + k * j->cg) * j->isz;
     const float *w = j->b + k * j->og * j->rows;
     float *y = j->out + (i * j->g.o + k * j->og) * j->osz;
+    if (j->how == LANES) {
+        kiln_conv_lanes_image(
+            &j->g, x, j->scratch, j->node->n_in > 2 ? j->bias : NULL,
+            j->node->at.win.flags & KILN_WINDOW_RELU, y, s->pad, j->split);
+        return;
+    }
     if (j->how == ROWS) {
         kiln_conv_rows_image(&j->g, KILN_OP_CONV, x, j->scratch,
                              j->node->n_in > 2 ? j->bias : NULL,
@@ -385,7 +418,7 @@ static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
     if (j->how == SINGLE) {
         kiln_conv_direct_fwd(&j->g, x, w, j->node->n_in > 2 ? j->bias : NULL,
                              j->node->at.win.flags & KILN_WINDOW_RELU, y,
-                             s->pad);
+                             s->pad, j->split);
         return;
     }
     const float *col = columns_of(j, x, s);
@@ -478,7 +511,9 @@ static conv_job run(const kiln_node *n, void *out, void *const *in,
     j.out = out;
     j.scratch = scratch;
     j.split = j.slots < kiln_cpu_threads();
-    if (j.n_shared && j.slots > 0)
+    if (j.n_shared && j.slots > 0 && j.how == LANES)
+        kiln_conv_lanes_pack(&j.g, j.b, j.scratch);
+    else if (j.n_shared && j.slots > 0)
         kiln_conv_rows_pack(&j.g, n->op, j.b, j.scratch);
     int64_t per_image = j.g.o * j.rows * j.cols;
     if (j.slots > 0)

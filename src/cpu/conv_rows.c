@@ -19,7 +19,6 @@
    an image's positions in 24 registers, each position one broadcast of
    the padded input per row; the sums stay [row][channel] per slot until
    its last image, then go back to [channel][row]. */
-#include <string.h>
 
 #include "cpu/conv.h"
 #include "cpu/conv_simd.h"
@@ -130,13 +129,8 @@ void kiln_conv_rows_pack(const kiln_conv_geom *g, kiln_op op, const float *w,
 /* The src planes at x into the padded planes p, zero around them. */
 static void pad_planes(const rows_geom *r, const float *x, float *p)
 {
-    memset(p, 0, (size_t)(r->src * r->plane) * sizeof(float));
-    int64_t rows = r->in0 < r->prow - r->at0 ? r->in0 : r->prow - r->at0;
-    int64_t cols = r->in1 < r->pw - r->at1 ? r->in1 : r->pw - r->at1;
-    for (int64_t c = 0; c < r->src; c++)
-        for (int64_t i = 0; i < rows; i++)
-            memcpy(p + c * r->plane + (i + r->at0) * r->pw + r->at1,
-                   x + (c * r->in0 + i) * r->in1, (size_t)cols * sizeof(float));
+    kiln_conv_pad d = {r->src, r->in0, r->in1, r->prow, r->pw, r->at0, r->at1};
+    kiln_conv_pad_planes(&d, x, p);
 }
 
 #ifdef ROWS_AVX512

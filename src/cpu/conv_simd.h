@@ -1,9 +1,32 @@
 /* What the direct AVX-512 convolutions (cpu/conv_direct.c,
-   cpu/conv_rows.c) share: row masks, relu, and the forward register
-   block of 8 output channels times 2 vectors of positions with its
-   store. */
+   cpu/conv_rows.c, cpu/conv_lanes.c) share: the zero-padded input copy,
+   row masks, relu, and the forward register block of 8 output channels
+   times 2 vectors of positions with its store. */
 #ifndef KILN_CPU_CONV_SIMD_H
 #define KILN_CPU_CONV_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* The n planes [in0, in1] at x into the zeroed planes p [rows, width],
+   placed at row at0 and column at1 (what lies past p's edges is
+   dropped: the kernels never read it). */
+typedef struct kiln_conv_pad {
+    int64_t n, in0, in1, rows, width, at0, at1;
+} kiln_conv_pad;
+
+static inline void kiln_conv_pad_planes(const kiln_conv_pad *d, const float *x,
+                                        float *p)
+{
+    int64_t plane = d->rows * d->width;
+    memset(p, 0, (size_t)(d->n * plane) * sizeof(float));
+    int64_t rows = d->in0 < d->rows - d->at0 ? d->in0 : d->rows - d->at0;
+    int64_t cols = d->in1 < d->width - d->at1 ? d->in1 : d->width - d->at1;
+    for (int64_t c = 0; c < d->n; c++)
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(p + c * plane + (i + d->at0) * d->width + d->at1,
+                   x + (c * d->in0 + i) * d->in1, (size_t)cols * sizeof(float));
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -13,6 +13,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/gemm_avx512.h"
+#include "cpu/gemv_avx512.h"
 #include "cpu/pool.h"
 #include "cpu/threads.h"
 
@@ -62,7 +63,10 @@ static void gemv_block(void *ctx, int64_t lo, int64_t hi)
     int64_t outs = j->trans ? j->cols : j->rows;
     int64_t o0 = lo * BLOCK_COLS,
             o1 = hi * BLOCK_COLS < outs ? hi * BLOCK_COLS : outs;
-    if (j->trans)
+    if (!j->trans && kiln_gemv_avx512_ok())
+        kiln_gemv_avx512(o1 - o0, j->cols, j->cols, j->alpha,
+                         j->mat + o0 * j->cols, j->x, j->beta, j->y + o0);
+    else if (j->trans)
         cblas_sgemv(CblasRowMajor, CblasTrans, (int)j->rows, (int)(o1 - o0),
                     j->alpha, j->mat + o0, (int)j->cols, j->x, 1, j->beta,
                     j->y + o0, 1);
