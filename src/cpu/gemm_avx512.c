@@ -6,7 +6,9 @@
    KC in 2*MR zmm registers: per step two vectors of b and one broadcast
    of a per row.  The copies take the transposes, so one kernel serves
    all four ta/tb; edge tiles are zero-padded in the panels and written
-   with masked stores.  The B panel a kernel walks (KC x NR floats) stays
+   with masked stores; a last panel of at most 16 columns runs a kernel of
+   one vector per row (the CNN's 196 and 784 columns of pixels).  The B
+   panel a kernel walks (KC x NR floats) stays
    in L1 while the A block (MC x KC) streams from L2.
 
    OpenBLAS as packaged here runs its Haswell (AVX2) kernels on this
@@ -165,51 +167,63 @@ typedef struct tile_out {
     float alpha, beta;
 } tile_out;
 
-/* The kernel for ROWS rows (a constant once inlined): the sums stay in
-   registers while GCC unrolls the loops over rows. */
+/* The kernel for ROWS rows and NV vectors of columns (constants once
+   inlined): the sums stay in registers while GCC unrolls the loops over
+   rows and vectors.  The k loop is unrolled too: its counter and pointer
+   updates were a tenth of the instructions of a step. */
 __attribute__((always_inline, target("avx512f"))) static inline void
-tile(int rows, int64_t kc, const float *ap, const float *bp, const tile_out *o)
+tile(int rows, int nv, int64_t kc, const float *ap, const float *bp,
+     const tile_out *o)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 16
     for (int r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        /* unrolled: the loop's counter and pointer updates were a tenth of
-           the instructions of a step */
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; p++, ap += MR, bp += NR) {
-        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + VEC);
+        __m512 b0 = _mm512_load_ps(bp),
+               b1 = nv > 1 ? _mm512_load_ps(bp + VEC) : b0;
 #pragma GCC unroll 16
         for (int r = 0; r < rows; r++) {
             __m512 av = _mm512_set1_ps(ap[r]);
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+            if (nv > 1)
+                acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
+    /* locals: stores through c could alias *o as far as GCC knows */
+    float *c = o->c;
+    int64_t ldc = o->ldc;
+    __mmask16 m[2] = {o->m0, o->m1};
+    int scale = o->beta != 0.0f;
     __m512 alpha = _mm512_set1_ps(o->alpha), beta = _mm512_set1_ps(o->beta);
 #pragma GCC unroll 16
-    for (int r = 0; r < rows; r++) {
-        float *c = o->c + r * o->ldc;
-        __m512 v0 = _mm512_mul_ps(alpha, acc[r][0]),
-               v1 = _mm512_mul_ps(alpha, acc[r][1]);
-        if (o->beta != 0.0f) {
-            v0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(o->m0, c), v0);
-            v1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(o->m1, c + VEC),
-                                 v1);
+    for (int r = 0; r < rows; r++, c += ldc)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++) {
+            __m512 x = _mm512_mul_ps(alpha, acc[r][v]);
+            if (scale)
+                x = _mm512_fmadd_ps(
+                    beta, _mm512_maskz_loadu_ps(m[v], c + v * VEC), x);
+            _mm512_mask_storeu_ps(c + v * VEC, m[v], x);
         }
-        _mm512_mask_storeu_ps(c, o->m0, v0);
-        _mm512_mask_storeu_ps(c + VEC, o->m1, v1);
-    }
 }
 
 typedef void (*tile_fn)(int64_t kc, const float *ap, const float *bp,
                         const tile_out *o);
 
+/* tile_R: R rows of two vectors; tile_R_1: R rows of one (a last panel
+   of at most 16 columns) */
 #define TILE(R)                                                                \
     AVX512 static void tile_##R(int64_t kc, const float *ap, const float *bp,  \
                                 const tile_out *o)                             \
     {                                                                          \
-        tile(R, kc, ap, bp, o);                                                \
+        tile(R, 2, kc, ap, bp, o);                                             \
+    }                                                                          \
+    AVX512 static void tile_##R##_1(int64_t kc, const float *ap,               \
+                                    const float *bp, const tile_out *o)        \
+    {                                                                          \
+        tile(R, 1, kc, ap, bp, o);                                             \
     }
 TILE(1)
 TILE(2)
@@ -224,10 +238,12 @@ TILE(10)
 TILE(11)
 TILE(12)
 
-/* tiles[r - 1]: the kernel for r rows */
-static const tile_fn tiles[MR] = {tile_1, tile_2,  tile_3,  tile_4,
-                                  tile_5, tile_6,  tile_7,  tile_8,
-                                  tile_9, tile_10, tile_11, tile_12};
+/* tiles[v - 1][r - 1]: the kernel for r rows of v vectors */
+static const tile_fn tiles[2][MR] = {
+    {tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1, tile_7_1,
+     tile_8_1, tile_9_1, tile_10_1, tile_11_1, tile_12_1},
+    {tile_1, tile_2, tile_3, tile_4, tile_5, tile_6, tile_7, tile_8, tile_9,
+     tile_10, tile_11, tile_12}};
 
 /* The product as the blocked loops see it: bp the B block the kernels
    read, its panels bstride floats apart (kc * NR when packed per block,
@@ -251,10 +267,11 @@ AVX512 static void macro(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0,
         o.m0 = lanes(nc - j);
         o.m1 = lanes(nc - j - VEC);
         const float *bp = g->bp + j / NR * g->bstride;
+        const tile_fn *by_rows = tiles[nc - j > VEC];
         for (int64_t i = 0; i < mc; i += MR) {
             int64_t rows = mc - i < MR ? mc - i : MR;
             o.c = g->out + (i0 + i) * g->ldo + j0 + j;
-            tiles[rows - 1](kc, g->ap + i * kc, bp, &o);
+            by_rows[rows - 1](kc, g->ap + i * kc, bp, &o);
         }
     }
 }
