@@ -227,6 +227,36 @@ static void test_control_flow(void **state)
     free_refs(&r);
 }
 
+/* DFT and STFT against numpy.fft, and the gradient through a complex DFT
+   by finite differences. */
+static void test_spectral(void **state)
+{
+    (void)state;
+    run_model("dft_complex", "dft_complex");
+    run_model("dft_onesided", "dft_onesided");
+    run_model("dft_inverse", "dft_inverse");
+    run_model("stft_complex", "stft_complex");
+    refs r;
+    read_refs("dft_complex", &r);
+    kiln_graph *g = kiln_graph_new();
+    kiln_onnx_model *m = load_ok(g, "dft_complex", NULL);
+    kiln_node *x = kiln_onnx_input(m, 0), *y = kiln_onnx_output(m, 0);
+    kiln_node *loss = kiln_sum(g, kiln_mul(g, y, y), KILN_ALL_AXES, 0);
+    kiln_tensor *xt = ref_tensor_new(&r.t[0]);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_gradcheck_result res;
+    /* the loss is quadratic in x: central differences are exact for any
+       step, and a large one keeps float32 rounding out of them */
+    if (kiln_gradcheck(s, g, loss, &x, 1, &x, &xt, 1, 5e-2, 1e-2, &res) !=
+        KILN_OK)
+        fail_msg("dft_complex: gradcheck: %s", kiln_session_error(s));
+    kiln_tensor_free(xt);
+    kiln_session_free(s);
+    kiln_onnx_free(m);
+    kiln_graph_free(g);
+    free_refs(&r);
+}
+
 /* torch.onnx.export of PyTorch 1.13 (tests/ref/make_torch_onnx.py). */
 static void test_torch_exports(void **state)
 {
@@ -399,6 +429,10 @@ static void test_hostile_files(void **state)
         {"bad_loop_nest", KILN_ERR_UNSUPPORTED, "unrolled past 262144 nodes"},
         {"bad_deep_graphs", KILN_ERR_IO, "messages nested over 256 deep"},
         {"bad_deep_types", KILN_ERR_IO, "messages nested over 256 deep"},
+        {"bad_dft_length", KILN_ERR_UNSUPPORTED,
+         "node 'dft' (DFT): a transform of 16777216 points"},
+        {"bad_stft_frame", KILN_ERR_SHAPE,
+         "node 'stft' (STFT): signal [B, N >= 16"},
         {"bad_ext_escape", KILN_ERR_IO, "leaves the model's folder"},
         {"missing_file", KILN_ERR_IO, "cannot open"},
     };
@@ -497,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_upsample),
         cmocka_unit_test(test_reorder),
         cmocka_unit_test(test_control_flow),
+        cmocka_unit_test(test_spectral),
         cmocka_unit_test(test_reverse_sequence_bad_length),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_external_data),

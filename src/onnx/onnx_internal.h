@@ -212,6 +212,8 @@ ox_value *ox_bind(ox_ctx *c, const char *name, kiln_node *node, int type,
 ox_value *ox_lookup(ox_ctx *c, const char *name);
 void ox_scope_pop(ox_ctx *c, int mark);
 void ox_convert_body(ox_ctx *c, const Onnx__GraphProto *gp);
+/* DFT and STFT by twiddle products (ops_dft.c). */
+extern const ox_op ox_dft_ops[];
 /* If, Loop and Scan, unrolled (ops_control.c). */
 extern const ox_op ox_control_ops[];
 /* ReverseSequence and MaxUnpool (ops_reorder.c). */

@@ -594,6 +594,55 @@ def deep():
             f.write(wire(300, kind))
 
 
+def spectral():
+    """DFT (complex along a middle axis, cut to dft_length; real onesided;
+    inverse padded to dft_length) and STFT (complex, two-sided, no window),
+    against numpy.fft; and bad ones: a length past the twiddle bound, a
+    frame longer than the signal."""
+    def cplx(v):
+        return v[..., 0] + 1j * v[..., 1] if v.shape[-1] == 2 else v[..., 0]
+
+    def split(z):
+        return np.stack([z.real, z.imag], -1).astype(np.float32)
+
+    cases = (("dft_complex", (2, 6, 3, 2), dict(axis=2), 5,
+              lambda z: np.fft.fft(z, n=5, axis=2)),
+             ("dft_onesided", (3, 8, 1), dict(axis=1, onesided=1), None,
+              lambda z: np.fft.rfft(z.real, axis=1)),
+             ("dft_inverse", (2, 7, 2), dict(axis=1, inverse=1), 10,
+              lambda z: np.fft.ifft(z, n=10, axis=1)))
+    for name, shape, attrs, length, ref in cases:
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = split(ref(cplx(x).astype(np.complex128)))
+        ins, inits = ["x"], []
+        if length:
+            ins.append("n")
+            inits.append(init("n", np.int64(length)))
+        save(model([helper.make_node("DFT", ins, ["y"], "dft", **attrs)],
+                   [f32("x", list(shape))], [f32("y", list(y.shape))], inits,
+                   opset=17), name)
+        write_refs(name, [("x", x)], [("y", y)])
+    x = rng.standard_normal((1, 20, 2)).astype(np.float32)
+    z = cplx(x).astype(np.complex128)
+    frames = np.stack([z[:, f * 3:f * 3 + 6] for f in range(5)], 1)
+    y = split(np.fft.fft(frames, axis=2))
+    save(model([helper.make_node("STFT", ["x", "step", "", "len"], ["y"],
+                                 "stft", onesided=0)],
+               [f32("x", [1, 20, 2])], [f32("y", list(y.shape))],
+               [init("step", np.int64(3)), init("len", np.int64(6))],
+               opset=17), "stft_complex")
+    write_refs("stft_complex", [("x", x)], [("y", y)])
+    save_unchecked(model([helper.make_node("DFT", ["x", "n"], ["y"], "dft")],
+                         [f32("x", [1, 4, 1])], [f32("y", [1, 4, 2])],
+                         [init("n", np.int64(1 << 24))], opset=17),
+                   "bad_dft_length")
+    save_unchecked(model([helper.make_node("STFT", ["x", "step", "", "len"],
+                                           ["y"], "stft")],
+                         [f32("x", [1, 8, 1])], [f32("y", [1, 1, 9, 2])],
+                         [init("step", np.int64(2)), init("len", np.int64(16))],
+                         opset=17), "bad_stft_frame")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -606,6 +655,7 @@ def main():
     reorder()
     control()
     deep()
+    spectral()
 
 
 if __name__ == "__main__":
