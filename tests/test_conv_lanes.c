@@ -7,7 +7,11 @@
    threads or not), and through the fast conv kernel with batches of 1 to
    3 (which takes it at rows of 14 and 28, the MNIST CNN's shapes); the
    shapes it refuses (stride along rows, groups, 15 output channels, rows
-   of 7) are not taken and still agree. */
+   of 7) are not taken and still agree.  A compiled conv with constant
+   weights packs them once (cpu/prepared.c) for conv_lanes and conv_rows:
+   its outputs equal, bit for bit, those of the same conv with the weights
+   fed as an input (packed at every run), at batches 1 and 3 of a symbolic
+   batch and 1 and 2 threads. */
 #include "test_helpers.h"
 
 #include "cpu/conv.h"
@@ -195,12 +199,94 @@ static void test_refused(void **state)
     }
 }
 
+/* Whether f's listing says a step keeps a prepared operand: read back
+   line by line. */
+static int listing_prepared(const kiln_function *f)
+{
+    FILE *fp = tmpfile();
+    assert_non_null(fp);
+    assert_int_equal(kiln_function_print(f, fp), KILN_OK);
+    rewind(fp);
+    char line[1024];
+    int has = 0;
+    while (!has && fgets(line, sizeof line, fp))
+        has = strstr(line, "prepared once") != NULL;
+    fclose(fp);
+    return has;
+}
+
+/* conv(x, w) + b, relu, with w [ws] a constant (fc) and an input (fi). */
+static void check_prepared(kiln_rng *r, kiln_shape xs, kiln_shape ws,
+                           kiln_window win, int threads)
+{
+    kiln_session_options so = {.threads = threads};
+    kiln_session *s = kiln_session_new(&so);
+    kiln_graph *g = kiln_graph_new();
+    kiln_tensor *w = th_rand(r, ws, -1, 1),
+                *b = th_rand(r, KILN_SHAPE(ws.d[0]), -1, 1);
+    kiln_node *x = kiln_input_sym(g, "x", KILN_F32, xs, 1);
+    kiln_node *wi = kiln_input(g, "w", KILN_F32, ws);
+    kiln_node *wc = kiln_constant(g, KILN_F32, ws, kiln_tensor_f32(w));
+    kiln_node *bc =
+        kiln_constant(g, KILN_F32, KILN_SHAPE(ws.d[0]), kiln_tensor_f32(b));
+    kiln_node *yc = kiln_conv_fused(g, x, wc, bc, &win, NULL);
+    kiln_node *yi = kiln_conv_fused(g, x, wi, bc, &win, NULL);
+    th_assert_graph_ok(g);
+    kiln_function *fc = kiln_compile(s, g, &yc, 1, &x, 1);
+    kiln_function *fi = kiln_compile(s, g, &yi, 1, (kiln_node *[]){x, wi}, 2);
+    assert_true(fc && fi);
+    assert_int_equal(listing_prepared(fc),
+                     __builtin_cpu_supports("avx512f") != 0);
+    assert_false(listing_prepared(fi));
+    for (int64_t n = 1; n <= 3; n += 2) {
+        kiln_shape at = xs;
+        at.d[0] = n;
+        kiln_tensor *in = th_rand(r, at, -1, 1);
+        kiln_shape os = kiln_node_shape(yc);
+        os.d[0] = n;
+        kiln_tensor *oc = kiln_tensor_new(KILN_F32, os),
+                    *oi = kiln_tensor_new(KILN_F32, os);
+        assert_true(oc && oi && kiln_tensor_numel(oc) > 0);
+        assert_int_equal(kiln_run(fc, &in, &oc), KILN_OK);
+        assert_int_equal(kiln_run(fi, (kiln_tensor *[]){in, w}, &oi), KILN_OK);
+        assert_memory_equal(kiln_tensor_f32(oc), kiln_tensor_f32(oi),
+                            (size_t)kiln_tensor_numel(oc) * sizeof(float));
+        kiln_tensor_free(in);
+        kiln_tensor_free(oc);
+        kiln_tensor_free(oi);
+    }
+    kiln_tensor_free(w);
+    kiln_tensor_free(b);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+static void test_constant_weights_prepared(void **state)
+{
+    (void)state;
+    kiln_rng r;
+    kiln_rng_seed(&r, 13);
+    kiln_window same_3x3 = same_5x5();
+    for (int d = 0; d < 2; d++) {
+        same_3x3.kernel[d] = 3;
+        same_3x3.pad_lo[d] = same_3x3.pad_hi[d] = 1;
+    }
+    for (int t = 1; t <= 2; t++) {
+        /* conv_lanes (rows of 14), conv_rows (rows of 32) */
+        check_prepared(&r, KILN_SHAPE(1, 32, 14, 14), KILN_SHAPE(64, 32, 5, 5),
+                       same_5x5(), t);
+        check_prepared(&r, KILN_SHAPE(1, 16, 12, 32), KILN_SHAPE(24, 16, 3, 3),
+                       same_3x3, t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_constant_weights_prepared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

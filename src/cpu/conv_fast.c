@@ -42,6 +42,7 @@
 #include "cpu/conv.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
+#include "cpu/prepared.h"
 #include "cpu/threads.h"
 
 enum { SLOTS = 8 };
@@ -59,6 +60,7 @@ typedef struct conv_job {
     int64_t n_shared; /* ROWS: packed weights, ahead of the slots */
     int split;        /* fewer slots than threads: the products use the pool */
     const float *a, *b; /* the op's two inputs */
+    const float *wp;    /* ROWS, LANES: the packed weights */
     const float *bias;  /* conv's fused bias, or NULL */
     float *out, *scratch;
 } conv_job;
@@ -404,15 +406,14 @@ static void forward_one(const conv_job *j, int64_t i, int64_t k, const slot *s)
     float *y = j->out + (i * j->g.o + k * j->og) * j->osz;
     if (j->how == LANES) {
         kiln_conv_lanes_image(
-            &j->g, x, j->scratch, j->node->n_in > 2 ? j->bias : NULL,
+            &j->g, x, j->wp, j->node->n_in > 2 ? j->bias : NULL,
             j->node->at.win.flags & KILN_WINDOW_RELU, y, s->pad, j->split);
         return;
     }
     if (j->how == ROWS) {
-        kiln_conv_rows_image(&j->g, KILN_OP_CONV, x, j->scratch,
-                             j->node->n_in > 2 ? j->bias : NULL,
-                             j->node->at.win.flags & KILN_WINDOW_RELU, y,
-                             s->pad, j->split);
+        kiln_conv_rows_image(
+            &j->g, KILN_OP_CONV, x, j->wp, j->node->n_in > 2 ? j->bias : NULL,
+            j->node->at.win.flags & KILN_WINDOW_RELU, y, s->pad, j->split);
         return;
     }
     if (j->how == SINGLE) {
@@ -441,8 +442,8 @@ static void input_grad_one(const conv_job *j, int64_t i, int64_t k,
     const float *w = j->b + k * j->og * j->rows;
     float *dx = j->out + (i * j->g.c + k * j->cg) * j->isz;
     if (j->how == ROWS) {
-        kiln_conv_rows_image(&j->g, KILN_OP_CONV_TRANSPOSE, dy, j->scratch,
-                             NULL, 0, dx, s->pad, j->split);
+        kiln_conv_rows_image(&j->g, KILN_OP_CONV_TRANSPOSE, dy, j->wp, NULL, 0,
+                             dx, s->pad, j->split);
         return;
     }
     float *col = j->how == DIRECT ? dx : s->col;
@@ -501,8 +502,19 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The weights of j's direct kernels (w) packed into wp. */
+static void pack(const conv_job *j, const float *w, float *wp)
+{
+    if (j->how == LANES)
+        kiln_conv_lanes_pack(&j->g, w, wp);
+    else
+        kiln_conv_rows_pack(&j->g, j->node->op, w, wp);
+}
+
+/* packed: the weights packed once (kiln_cpu_prepare), or NULL: packed
+   here into the scratch's shared part. */
 static conv_job run(const kiln_node *n, void *out, void *const *in,
-                    void *scratch)
+                    void *scratch, const float *packed)
 {
     conv_job j = job_of(n);
     j.a = in[0];
@@ -511,33 +523,50 @@ static conv_job run(const kiln_node *n, void *out, void *const *in,
     j.out = out;
     j.scratch = scratch;
     j.split = j.slots < kiln_cpu_threads();
-    if (j.n_shared && j.slots > 0 && j.how == LANES)
-        kiln_conv_lanes_pack(&j.g, j.b, j.scratch);
-    else if (j.n_shared && j.slots > 0)
-        kiln_conv_rows_pack(&j.g, n->op, j.b, j.scratch);
+    j.wp = packed ? packed : j.scratch;
+    if (j.n_shared && j.slots > 0 && !packed)
+        pack(&j, j.b, j.scratch);
     int64_t per_image = j.g.o * j.rows * j.cols;
     if (j.slots > 0)
         kiln_par_for(j.slots, per_image * (j.g.n / j.slots), run_slots, &j);
     return j;
 }
 
+int64_t kiln_fast_conv_packed_floats(const kiln_node *n)
+{
+    conv_job j = job_of(n);
+    return n->op == KILN_OP_CONV ? j.n_shared : 0;
+}
+
+void kiln_fast_conv_pack(const kiln_node *n, const float *w, float *packed)
+{
+    conv_job j = job_of(n);
+    pack(&j, w, packed);
+}
+
+void kiln_fast_conv_packed(const kiln_node *n, void *out, void *const *in,
+                           void *scratch, const float *packed)
+{
+    run(n, out, in, scratch, packed);
+}
+
 void kiln_fast_CONV(const kiln_node *n, void *out, void *const *in,
                     void *scratch)
 {
-    run(n, out, in, scratch);
+    run(n, out, in, scratch, NULL);
 }
 
 void kiln_fast_CONV_TRANSPOSE(const kiln_node *n, void *out, void *const *in,
                               void *scratch)
 {
-    run(n, out, in, scratch);
+    run(n, out, in, scratch, NULL);
 }
 
 /* The slots' partial sums added in slot order (none: a zero batch). */
 void kiln_fast_CONV_WGRAD(const kiln_node *n, void *out, void *const *in,
                           void *scratch)
 {
-    conv_job j = run(n, out, in, scratch);
+    conv_job j = run(n, out, in, scratch, NULL);
     float *o = out;
     memset(o, 0, (size_t)j.n_acc * sizeof(float));
     for (int64_t s = 0; s < j.slots; s++) {

@@ -59,7 +59,7 @@ kiln_status kiln_cpu_run_prepared(const kiln_exec_ctx *ctx, const kiln_node *n,
     unsigned saved = kiln_fpu_enter(ctx->flush_denormals);
     double t0 = ctx->profile ? kiln_profile_now() : 0;
     if (prep && !ctx->reference)
-        kiln_cpu_prepared_run(prep, n, out, in);
+        kiln_cpu_prepared_run(prep, n, out, in, scratch);
     else if (with)
         with->run(n, out, in, scratch);
     else
