@@ -156,6 +156,12 @@ ox_host *ox_host_dup(const ox_host *h);
    Div, Max, Min, Sum, Neg, Abs) whose inputs are all known integers, so
    that shapes computed from shapes stay known while loading. */
 void ox_fold_ints(ox_node *n);
+/* The same for float Add, Sub, Mul, Div, Ceil, Floor, Relu, Neg and Abs of
+   known floats, computed in float (fold_floats.c). */
+void ox_fold_floats(ox_node *n);
+/* Sets n's known output 0 when n casts known values to type to: to
+   floats or bools from anything, to integers from floats (truncated). */
+void ox_fold_cast(ox_node *n, int to);
 /* Normalises axis (negative counts from the end) into [0, ndim); -1 and a
    recorded problem when out of range. */
 int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);

@@ -44,6 +44,7 @@ static int conv_unary(ox_ctx *c, ox_node *n)
             ox_out(c, n, unary_ops[k].fn(c->g, ox_f32(c, n, 0)),
                    ox_in_type(n, 0));
             ox_fold_ints(n);
+            ox_fold_floats(n);
             return 0;
         }
     return -1;
@@ -64,6 +65,7 @@ static int conv_binary(ox_ctx *c, ox_node *n)
         y = kiln_scale(c->g, y, 1.0f / (float)n->n_in);
     ox_out(c, n, y, binary_ops[k].logical ? OX_BOOL : ox_in_type(n, 0));
     ox_fold_ints(n);
+    ox_fold_floats(n);
     return 0;
 }
 

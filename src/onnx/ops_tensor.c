@@ -176,6 +176,7 @@ static int conv_cast(ox_ctx *c, ox_node *n)
     const ox_host *k = n->in[0] ? n->in[0]->known : NULL;
     if (k && k->i && to != OX_FLOAT && to != OX_DOUBLE && to != OX_BOOL)
         n->out_known[0] = ox_host_ints(k->shape, k->i);
+    ox_fold_cast(n, (int)to);
     return 0;
 }
 

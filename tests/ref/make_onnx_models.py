@@ -643,6 +643,28 @@ def spectral():
                          opset=17), "bad_stft_frame")
 
 
+def fold_floats():
+    """A Range whose bounds are float arithmetic on constants, as ONNX's
+    expanded window functions compute them: start Cast(1), limit
+    Relu(Ceil(7 / 2 - 0.25)) = 4, delta 0.5; the loader must know them."""
+    nodes = [
+        helper.make_node("Cast", ["one"], ["start"], "cast", to=TensorProto.FLOAT),
+        helper.make_node("Div", ["seven", "two"], ["q"], "div"),
+        helper.make_node("Sub", ["q", "quarter"], ["d"], "sub"),
+        helper.make_node("Ceil", ["d"], ["c"], "ceil"),
+        helper.make_node("Relu", ["c"], ["limit"], "relu"),
+        helper.make_node("Range", ["start", "limit", "half"], ["r"], "range"),
+        helper.make_node("Add", ["x", "r"], ["y"], "add"),
+    ]
+    inits = [init("one", np.int64(1)), init("seven", np.float32(7)),
+             init("two", np.float32(2)), init("quarter", np.float32(0.25)),
+             init("half", np.float32(0.5))]
+    save(model(nodes, [f32("x", [6])], [f32("y", [6])], inits), "fold_floats")
+    x = rng.standard_normal(6).astype(np.float32)
+    write_refs("fold_floats", [("x", x)],
+               [("y", x + np.arange(1, 4, 0.5, dtype=np.float32))])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -656,6 +678,7 @@ def main():
     control()
     deep()
     spectral()
+    fold_floats()
 
 
 if __name__ == "__main__":
