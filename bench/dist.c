@@ -7,10 +7,12 @@
 
      [mpirun -np N] dist [--model mlp|cnn] [--threads T] [--batch B]
                          [--steps S] [--bucket-bytes N] [--adam 1]
-                         [--zero1 1]
+                         [--zero1 1] [--shm 0]
 
    SGD by default; --adam 1 trains with Adam (two moments of state per
-   value), --zero1 1 shards that state over the ranks (ZeRO-1).
+   value), --zero1 1 shards that state over the ranks (ZeRO-1); --shm 0
+   all-reduces the buckets with MPI_Iallreduce where the ranks share a
+   machine (by default they are summed through shared memory).
 
    Rank 0 prints one line, key=value: ranks, threads, batch, samples_per_s
    (median over S steps after 3 warm-up steps, each timed from a barrier
@@ -34,13 +36,13 @@ static const char *PROG = "bench/dist";
 static const int WIDTHS[4] = {784, 1024, 1024, 10};
 
 typedef struct opts {
-    int threads, batch, steps, cnn, adam, zero1;
+    int threads, batch, steps, cnn, adam, zero1, shm;
     size_t bucket_bytes;
 } opts;
 
 static opts parse(int argc, char **argv)
 {
-    opts o = {1, 256, 20, 0, 0, 0, 0};
+    opts o = {1, 256, 20, 0, 0, 0, 1, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             o.threads = atoi(argv[i + 1]);
@@ -52,6 +54,8 @@ static opts parse(int argc, char **argv)
             o.cnn = !strcmp(argv[i + 1], "cnn");
         else if (!strcmp(argv[i], "--adam"))
             o.adam = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--shm"))
+            o.shm = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--zero1"))
             o.zero1 = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bucket-bytes"))
@@ -169,6 +173,7 @@ int main(int argc, char **argv)
     kiln_session *s = kiln_session_new(&so);
     kiln_graph *g = kiln_graph_new();
     if (c && (kiln_comm_set_zero1(c, o.zero1) != KILN_OK ||
+              kiln_comm_set_shared_memory(c, o.shm) != KILN_OK ||
               kiln_session_set_comm(s, c) != KILN_OK ||
               (o.bucket_bytes &&
                kiln_comm_set_bucket_bytes(c, o.bucket_bytes) != KILN_OK)))

@@ -40,6 +40,12 @@ const char *kiln_comm_error(const kiln_comm *c);
    as soon as backward computed its gradients.  Takes effect for training
    steps built afterwards.  KILN_ERR_ARG for 0 or a NULL c. */
 kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes);
+/* When every rank runs on one machine, sum the gradient buckets through
+   an MPI shared-memory window (on: the default) rather than by
+   MPI_Iallreduce (off); takes effect for training steps not yet run.
+   Every rank must choose the same (kiln_comm_sync_session checks).
+   KILN_ERR_ARG for a NULL c. */
+kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on);
 /* Ends the whole job (every rank) with status code: for an error one rank
    found alone, which would leave the others waiting.  Returns when c is
    NULL. */
@@ -105,6 +111,7 @@ kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
 /* What c's gradient averaging did since the last reset. */
 typedef struct kiln_comm_stats {
     int64_t allreduces;     /* buckets all-reduced */
+    int64_t shared;         /* of those, summed through shared memory */
     int64_t bytes;          /* bytes of gradient all-reduced */
     double wait_seconds;    /* time blocked waiting for all-reduces to end
                                (communication not hidden behind backward) */

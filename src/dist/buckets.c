@@ -36,6 +36,7 @@ dist_plan *dist_plan_new(const kiln_comm *c, const int64_t *numel, int n)
         at += numel[i];
     }
     p->n_slots = n;
+    p->total = total;
     return p;
 }
 
@@ -43,9 +44,12 @@ void dist_plan_free(dist_plan *p)
 {
     if (!p)
         return;
+    if (p->shm)
+        dist_shm_free(p);
+    else
+        free(p->mem);
     free(p->slots);
     free(p->buckets);
-    free(p->mem);
     free(p);
 }
 
@@ -59,28 +63,31 @@ static kiln_status mpi_failed(kiln_comm *c, int rc, const char *what)
     return dist_fail(c, KILN_ERR_IO, "gradient all-reduce: %s: %s", what, msg);
 }
 
-static kiln_status wait_bucket(kiln_comm *c, dist_bucket *b)
+static kiln_status wait_bucket(kiln_comm *c, dist_plan *p, dist_bucket *b)
 {
     double t0 = MPI_Wtime();
-    int rc = MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    int rc =
+        p->shm ? dist_shm_wait(c, p, b) : MPI_Wait(&b->req, MPI_STATUS_IGNORE);
     c->stats.wait_seconds += MPI_Wtime() - t0;
     b->done = 1;
     return rc == MPI_SUCCESS ? KILN_OK : mpi_failed(c, rc, "MPI_Wait");
 }
 
-static kiln_status start_bucket(kiln_comm *c, dist_bucket *b)
+static kiln_status start_bucket(kiln_comm *c, dist_plan *p, dist_bucket *b)
 {
     if (b->numel > 0x7fffffff)
         return dist_fail(c, KILN_ERR_ARG,
                          "gradient all-reduce: a gradient of %lld values is "
                          "over MPI's count limit",
                          (long long)b->numel);
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel, MPI_FLOAT,
-                            MPI_SUM, c->comm, &b->req);
+    int rc = p->shm ? dist_shm_start(c, p, b)
+                    : MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel,
+                                     MPI_FLOAT, MPI_SUM, c->comm, &b->req);
     if (rc != MPI_SUCCESS)
-        return mpi_failed(c, rc, "MPI_Iallreduce");
+        return mpi_failed(c, rc, p->shm ? "MPI_Ibarrier" : "MPI_Iallreduce");
     b->started = 1;
     c->stats.allreduces++;
+    c->stats.shared += p->shm;
     c->stats.bytes += b->numel * (int64_t)sizeof(float);
     return KILN_OK;
 }
@@ -92,7 +99,7 @@ static kiln_status new_round(kiln_comm *c, dist_plan *p, dist_bucket *b)
 {
     kiln_status st = KILN_OK;
     if (b->started && !b->done)
-        st = wait_bucket(c, b);
+        st = wait_bucket(c, p, b);
     b->started = b->done = 0;
     b->n_packed = 0;
     for (int i = 0; i < p->n_slots; i++)
@@ -123,7 +130,7 @@ kiln_status dist_pack(kiln_comm *c, dist_plan *p, int slot, const float *data)
         for (int64_t j = 0; j < sl->numel; j++)
             dst[j] = data[j] * w;
     sl->packed = 1;
-    return ++b->n_packed == b->n_slots ? start_bucket(c, b) : KILN_OK;
+    return ++b->n_packed == b->n_slots ? start_bucket(c, p, b) : KILN_OK;
 }
 
 kiln_status dist_deliver(kiln_comm *c, dist_plan *p, int slot, float *data)
@@ -136,10 +143,10 @@ kiln_status dist_deliver(kiln_comm *c, dist_plan *p, int slot, float *data)
             if (p->slots[i].bucket == sl->bucket && !p->slots[i].packed)
                 memset(b->buf + p->slots[i].offset, 0,
                        (size_t)p->slots[i].numel * sizeof *b->buf);
-        st = start_bucket(c, b);
+        st = start_bucket(c, p, b);
     }
     if (st == KILN_OK && !b->done)
-        st = wait_bucket(c, b);
+        st = wait_bucket(c, p, b);
     if (st == KILN_OK && data != b->buf + sl->offset)
         memcpy(data, b->buf + sl->offset, (size_t)sl->numel * sizeof *data);
     return st;
@@ -152,9 +159,13 @@ void dist_progress(kiln_comm *c)
         for (int i = 0; p && i < p->n_buckets; i++) {
             dist_bucket *b = &p->buckets[i];
             int flag = 0;
-            if (b->started && !b->done &&
-                MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-                flag)
+            if (!b->started || b->done)
+                continue;
+            if (p->shm)
+                b->done = dist_shm_test(c, p, b);
+            else if (MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE) ==
+                         MPI_SUCCESS &&
+                     flag)
                 b->done = 1;
         }
     }
@@ -164,5 +175,5 @@ void dist_plan_settle(kiln_comm *c, dist_plan *p)
 {
     for (int i = 0; p && i < p->n_buckets; i++)
         if (p->buckets[i].started && !p->buckets[i].done)
-            wait_bucket(c, &p->buckets[i]);
+            wait_bucket(c, p, &p->buckets[i]);
 }

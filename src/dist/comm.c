@@ -68,6 +68,8 @@ static kiln_comm *comm_new(MPI_Comm from, const char *fn)
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
     dist_tune_allreduce();
+    c->on_node = dist_on_one_node(c->comm, c->size);
+    c->shm = 1;
     c->bucket_bytes = (size_t)1 << 20;
     c->weight = 1.0 / c->size;
     dist_sync_init(c);
@@ -163,6 +165,15 @@ kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes)
                          "one value",
                          bytes);
     c->bucket_bytes = bytes;
+    return KILN_OK;
+}
+
+kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on)
+{
+    if (!c)
+        return kiln_null_arg("kiln_comm_set_shared_memory", "communicator");
+    c->err[0] = 0;
+    c->shm = on != 0;
     return KILN_OK;
 }
 

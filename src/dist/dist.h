@@ -28,6 +28,8 @@ typedef struct dist_bucket {
     int64_t numel;
     int n_slots, n_packed;
     int started, done;
+    int summed;    /* through shared memory: the second barrier's round */
+    MPI_Comm comm; /* through shared memory: the bucket's barriers' own */
     MPI_Request req;
 } dist_bucket;
 
@@ -39,6 +41,11 @@ typedef struct dist_plan {
     dist_bucket *buckets;
     int n_buckets;
     float *mem; /* every bucket's buffer */
+    int64_t total;
+    /* summed through a shared-memory window (shm.c): every rank's mem */
+    int shm, shm_tried;
+    MPI_Win win;
+    float **peer;
     /* the graph form's: its graph divides the sum of the ranks' gradients
        by their number, so a rank weights its own by weight * size (1,
        nothing to do, unless a batch splits unevenly) */
@@ -79,6 +86,8 @@ struct kiln_comm {
     int64_t *gathers; /* values of each gather of updated variables */
     int n_gathers, cap_gathers;
     int *counts, *displs; /* per rank, for gathers */
+    int on_node;          /* every rank on this machine */
+    int shm;              /* sum buckets through shared memory there */
 };
 
 /* Records c's error message (and kiln_last_error) and returns st. */
@@ -106,6 +115,20 @@ float *dist_slot_data(dist_plan *p, int slot);
 void dist_progress(kiln_comm *c);
 /* Waits for every bucket in flight (before a plan is dropped). */
 void dist_plan_settle(kiln_comm *c, dist_plan *p);
+
+/* Shared-memory buckets (shm.c).  1 when every rank of comm (of size
+   ranks) runs on this machine; collective. */
+int dist_on_one_node(MPI_Comm comm, int size);
+/* Moves p's buckets into a window shared by the ranks; collective, with p
+   settled; -1 (p unchanged) when MPI refuses. */
+int dist_shm_setup(kiln_comm *c, dist_plan *p);
+void dist_shm_free(dist_plan *p);
+/* Starts b's round (its gradients are in); MPI's status. */
+int dist_shm_start(kiln_comm *c, dist_plan *p, dist_bucket *b);
+/* Advances b's round; 1 when it is over (every copy holds the sum). */
+int dist_shm_test(kiln_comm *c, dist_plan *p, dist_bucket *b);
+/* Finishes b's round; MPI's status. */
+int dist_shm_wait(kiln_comm *c, dist_plan *p, dist_bucket *b);
 
 /* Has the MPI library all-reduce buckets by reduce-scatter + all-gather
    where it would send them through one rank (tune.c). */

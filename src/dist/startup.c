@@ -36,6 +36,13 @@ static char *signature(const kiln_comm *c, const kiln_session *s,
         len += (size_t)snprintf(
             sig + len, cap - len, "%s f32 %s\n", c->states[i].name,
             kiln_shape_str(c->states[i].shape, shape, sizeof shape));
+    /* a rank summing through shared memory and one calling MPI_Iallreduce,
+       or buckets cut differently, would wait for each other forever */
+    if (sig)
+        len += (size_t)snprintf(
+            sig + len, cap - len, "comm: buckets of %zu bytes, %s\n",
+            c->bucket_bytes,
+            c->shm && c->on_node ? "shared memory" : "MPI_Iallreduce");
     while (sig && *config) {
         size_t n = strcspn(config, "\n");
         len += (size_t)snprintf(sig + len, cap - len, "config: %.*s\n", (int)n,

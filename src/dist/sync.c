@@ -130,6 +130,13 @@ static void *storage(void *ctx, int hook, size_t bytes)
     if (r.plan < 0)
         return NULL;
     dist_plan *p = c->plans[r.plan];
+    /* the first run of the step moves its buckets into shared memory:
+       every rank runs it, so every rank gets here */
+    if (!p->shm_tried && c->shm && c->on_node && c->size > 1) {
+        dist_plan_settle(c, p);
+        p->shm_tried = 1;
+        dist_shm_setup(c, p);
+    }
     return (size_t)p->slots[r.slot].numel * sizeof(float) == bytes
                ? dist_slot_data(p, r.slot)
                : NULL;

@@ -106,6 +106,12 @@ void kiln_comm_reset_stats(kiln_comm *c)
     (void)c;
 }
 
+kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on)
+{
+    (void)c, (void)on;
+    return unavailable("kiln_comm_set_shared_memory");
+}
+
 kiln_status kiln_comm_set_zero1(kiln_comm *c, int on)
 {
     (void)c, (void)on;

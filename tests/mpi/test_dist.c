@@ -310,10 +310,12 @@ static void assert_same_run(run *d, run *one)
     kiln_session_free(one->s);
 }
 
-static void test_compiled_mlp(void **state)
+/* The MLP compiled, its buckets summed through shared memory (every rank
+   is on this machine) or by MPI_Iallreduce. */
+static void check_compiled_mlp(int shm)
 {
-    (void)state;
     run d = plain(1), one = plain(0);
+    assert_int_equal(kiln_comm_set_shared_memory(comm, shm), KILN_OK);
     kiln_comm_reset_stats(comm);
     train_compiled(&d, 24);
     train_compiled(&one, 24);
@@ -323,7 +325,15 @@ static void test_compiled_mlp(void **state)
     int64_t values = FEATURES * 24 + 24 + 24 * CLASSES + CLASSES;
     assert_int_equal(st.bytes, (int64_t)STEPS * values * 4);
     assert_true(st.allreduces >= STEPS);
+    assert_int_equal(st.shared, shm ? st.allreduces : 0);
     assert_same_run(&d, &one);
+    assert_int_equal(kiln_comm_set_shared_memory(comm, 1), KILN_OK);
+}
+
+static void test_compiled_mlp(void **state)
+{
+    (void)state;
+    check_compiled_mlp(1);
 }
 
 static void test_compiled_mlp_small_buckets(void **state)
@@ -339,6 +349,23 @@ static void test_compiled_mlp_small_buckets(void **state)
     assert_int_equal(st.allreduces, 4 * STEPS);
     assert_int_equal(kiln_comm_set_bucket_bytes(comm, 1 << 20), KILN_OK);
     train_compiled(&one, 24);
+    assert_same_run(&d, &one);
+}
+
+/* The same through MPI_Iallreduce (on one machine, buckets are summed
+   through shared memory unless told otherwise), also the CNN with small
+   buckets. */
+static void test_compiled_iallreduce(void **state)
+{
+    (void)state;
+    check_compiled_mlp(0);
+    run d = plain(1), one = plain(0);
+    assert_int_equal(kiln_comm_set_shared_memory(comm, 0), KILN_OK);
+    assert_int_equal(kiln_comm_set_bucket_bytes(comm, 64), KILN_OK);
+    train_compiled(&d, 0);
+    assert_int_equal(kiln_comm_set_bucket_bytes(comm, 1 << 20), KILN_OK);
+    assert_int_equal(kiln_comm_set_shared_memory(comm, 1), KILN_OK);
+    train_compiled(&one, 0);
     assert_same_run(&d, &one);
 }
 
@@ -421,6 +448,21 @@ static void test_mismatched_config(void **state)
                    "128', rank 1 has 'config: batch 64'");
 }
 
+/* One rank summing through shared memory, the other by MPI_Iallreduce,
+   would wait for each other: the start-up check stops both. */
+static void test_mismatched_shared_memory(void **state)
+{
+    (void)state;
+    int rank = kiln_comm_rank(comm);
+    assert_int_equal(kiln_comm_set_shared_memory(comm, rank != 1), KILN_OK);
+    check_mismatch(24, "batch 128",
+                   "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
+                   "1048576 bytes, shared memory', rank 1 has 'comm: buckets "
+                   "of 1048576 bytes, MPI_Iallreduce'");
+    assert_int_equal(kiln_comm_set_shared_memory(comm, 1), KILN_OK);
+    assert_int_equal(kiln_comm_set_shared_memory(NULL, 1), KILN_ERR_ARG);
+}
+
 /* ---------------------------------------------- ZeRO-1 */
 
 /* Waits until every rank got here (a file rank 0 wrote is complete). */
@@ -430,10 +472,21 @@ static void barrier(void)
     assert_int_equal(kiln_comm_allreduce_sum(comm, &one, 1), KILN_OK);
 }
 
+/* A file name of stem for this number of ranks: ctest runs the 2-rank
+   and the 3-rank tests side by side in one directory, and one must not
+   read (or remove) the other's checkpoint. */
+static const char *ranks_path(char *buf, size_t size, const char *stem)
+{
+    snprintf(buf, size, "%s_%dranks.npz", stem, kiln_comm_size(comm));
+    return buf;
+}
+
 /* A ZeRO-1 run's variables whole (its sharded optimiser state gathered
    by kiln_comm_save_session), loaded by a session of its own. */
-static kiln_session *gathered(const run *z, const char *path)
+static kiln_session *gathered(const run *z, const char *stem)
 {
+    char path[64];
+    ranks_path(path, sizeof path, stem);
     assert_int_equal(kiln_comm_save_session(comm, z->s, path), KILN_OK);
     kiln_session *s = kiln_session_new(NULL);
     assert_non_null(s);
@@ -477,7 +530,7 @@ static void check_zero1(int sgd, int hidden, int dynamic)
     train(&z, hidden);
     kiln_comm_stats st;
     assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
-    kiln_session *whole = gathered(&z, "test_dist_zero1.npz");
+    kiln_session *whole = gathered(&z, "test_dist_zero1");
     assert_int_equal(kiln_session_set_comm(z.s, NULL), KILN_OK);
     train(&d, hidden);
     train(&one, hidden);
@@ -534,7 +587,8 @@ static void test_zero1_dynamic(void **state)
 static void test_zero1_resume(void **state)
 {
     (void)state;
-    const char *path = "test_dist_zero1_half.npz";
+    char buf[64];
+    const char *path = ranks_path(buf, sizeof buf, "test_dist_zero1_half");
     run half = plain(1), z = plain(1), zr = plain(1), one = plain(0),
         oner = plain(0);
     half.zero1 = z.zero1 = zr.zero1 = 1;
@@ -545,10 +599,10 @@ static void test_zero1_resume(void **state)
     train_compiled(&half, 23);
     assert_int_equal(kiln_session_set_comm(half.s, NULL), KILN_OK);
     train_compiled(&z, 23);
-    kiln_session *a = gathered(&z, "test_dist_zero1_a.npz");
+    kiln_session *a = gathered(&z, "test_dist_zero1_a");
     assert_int_equal(kiln_session_set_comm(z.s, NULL), KILN_OK);
     train_compiled(&zr, 23);
-    kiln_session *b = gathered(&zr, "test_dist_zero1_b.npz");
+    kiln_session *b = gathered(&zr, "test_dist_zero1_b");
     train_compiled(&one, 23);
     train_compiled(&oner, 23);
     assert_close_losses(&zr, &z, STEPS / 2, 1e-6);
@@ -625,12 +679,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_mlp),
         cmocka_unit_test(test_compiled_mlp_small_buckets),
+        cmocka_unit_test(test_compiled_iallreduce),
         cmocka_unit_test(test_compiled_mlp_gradient_output),
         cmocka_unit_test(test_compiled_cnn),
         cmocka_unit_test(test_dynamic_mlp),
         cmocka_unit_test(test_dynamic_cnn),
         cmocka_unit_test(test_mismatched_model),
         cmocka_unit_test(test_mismatched_config),
+        cmocka_unit_test(test_mismatched_shared_memory),
         cmocka_unit_test(test_zero1_compiled_mlp_adam),
         cmocka_unit_test(test_zero1_compiled_mlp_sgd),
         cmocka_unit_test(test_zero1_compiled_cnn),
