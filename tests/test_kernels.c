@@ -168,8 +168,8 @@ static const struct {
 
 static int exact(const char *formula)
 {
-    return !strstr(formula, "EXP(") && !strstr(formula, "LOG(") &&
-           !strstr(formula, "TANH(");
+    return !strstr(formula, "EXP(") && !strstr(formula, "EXPN(") &&
+           !strstr(formula, "LOG(") && !strstr(formula, "TANH(");
 }
 
 /* Shapes not multiples of any vector width, size 1 and empty, and one

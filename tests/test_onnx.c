@@ -139,6 +139,7 @@ static void test_shape_arithmetic(void **state)
     (void)state;
     run_model("shape_arith", "shape_arith");
     run_model("fold_floats", "fold_floats");
+    run_model("bit_shift", "bit_shift");
 }
 
 static void assert_has(const char *msg, const char *part)

@@ -105,31 +105,6 @@ KILN_CLONES static float row_max(const float *s, int64_t n, float init)
     return fold_lanes(acc, 1);
 }
 
-/* e^x by vm_expf's reduction and polynomial (fused multiply-adds: GCC
-   forms none in ISO C), for the exponents of a softmax (x <= 0, a score
-   less its row's maximum or log-sum-exp) without vm_expf's care for
-   results outside the normal floats, which took as many instructions as
-   the rest: below -87.3 it gives 0 (vm_expf a denormal under 1.2e-38),
-   above 88 e^88 (vm_expf inf). */
-static inline float exp_softmax(float x)
-{
-    float xc = x > 88.0f ? 88.0f : x >= -87.3f ? x : -87.3f;
-    float n = rintf(xc * 1.44269504088896341f);
-    float r = fmaf(n, -0.693145751953125f, xc);
-    r = fmaf(n, -1.428606765330187045e-06f, r);
-    float p = 1.0f / 5040;
-    p = fmaf(p, r, 1.0f / 720);
-    p = fmaf(p, r, 1.0f / 120);
-    p = fmaf(p, r, 1.0f / 24);
-    p = fmaf(p, r, 1.0f / 6);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    float y = p * vm_bits_to_f((uint32_t)((int32_t)n + 127) << 23);
-    y = x >= -87.3f ? y : 0.0f;
-    return x != x ? x : y;
-}
-
 /* s = exp(s - shift) in place; returns the sum.  omp simd: without it GCC
    calls the exponential one element at a time. */
 KILN_CLONES static float row_exp(float *s, int64_t n, float shift)
@@ -139,11 +114,11 @@ KILN_CLONES static float row_exp(float *s, int64_t n, float shift)
     for (; j + LANES <= n; j += LANES)
         _Pragma("omp simd") for (int u = 0; u < LANES; u++)
         {
-            s[j + u] = exp_softmax(s[j + u] - shift);
+            s[j + u] = vm_expf_neg(s[j + u] - shift);
             acc[u] += s[j + u];
         }
     for (; j < n; j++) {
-        s[j] = exp_softmax(s[j] - shift);
+        s[j] = vm_expf_neg(s[j] - shift);
         acc[0] += s[j];
     }
     return fold_lanes(acc, 0);

@@ -205,6 +205,7 @@ void kiln_fast_SELECT(const kiln_node *n, void *o, void *const *in)
         run_binary(n, o, in, span_##OP##_);                                    \
     }
 #define EXP vm_expf
+#define EXPN vm_expf_neg
 #define LOG vm_logf
 #define TANH vm_tanhf
 #include "graph/elementwise.def"

@@ -203,6 +203,7 @@ typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
 #define SIMD
 #define APPLY apply_ref
 #define EXP expf
+#define EXPN expf
 #define LOG logf
 #define TANH tanhf
 #include "cpu/fused_apply.h"
@@ -210,6 +211,7 @@ typedef void (*apply_fn)(kiln_op op, float *r, const float *a, const float *b,
 #define SIMD _Pragma("omp simd")
 #define APPLY apply_fast
 #define EXP vm_expf
+#define EXPN vm_expf_neg
 #define LOG vm_logf
 #define TANH vm_tanhf
 #include "cpu/fused_apply.h"

@@ -95,12 +95,14 @@ static int same_shapes(const kiln_node *n)
         }                                                                      \
     }
 #define EXP expf
+#define EXPN expf
 #define LOG logf
 #define TANH tanhf
 #include "graph/elementwise.def"
 #undef KILN_UNARY
 #undef KILN_BINARY
 #undef EXP
+#undef EXPN
 #undef LOG
 #undef TANH
 

@@ -52,6 +52,31 @@ static inline float vm_expf(float x)
     return x != x ? x : y;
 }
 
+/* exp of a non-positive x (a softmax's score less its maximum, a
+   sigmoid's -|z|): vm_expf's reduction and polynomial with fused
+   multiply-adds (GCC forms none in ISO C) and without its care for results
+   outside the normal floats, which took as many instructions as the rest:
+   below -87.3 it gives 0 (vm_expf a denormal under 1.2e-38), above 88
+   e^88 (vm_expf inf). */
+static inline float vm_expf_neg(float x)
+{
+    float xc = x > 88.0f ? 88.0f : x >= -87.3f ? x : -87.3f;
+    float n = rintf(xc * 1.44269504088896341f);
+    float r = fmaf(n, -0.693145751953125f, xc);
+    r = fmaf(n, -1.428606765330187045e-06f, r);
+    float p = 1.0f / 5040;
+    p = fmaf(p, r, 1.0f / 720);
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    float y = p * vm_bits_to_f((uint32_t)((int32_t)n + 127) << 23);
+    y = x >= -87.3f ? y : 0.0f;
+    return x != x ? x : y;
+}
+
 /* log (fdlibm's logf): x = 2^e m with m in [sqrt(2)/2, sqrt(2)), log(m) =
    log(1+f) from s = f/(2+f). */
 static inline float vm_logf(float x)

@@ -1,9 +1,11 @@
-/* Converters that move data by indices: ReverseSequence (the indices
+/* Converters that move data by indices (and BitShift, whose powers of two
+   are looked up): ReverseSequence (the indices
    computed in the graph from sequence_lens, so the lengths may be given
    only when running) and MaxUnpool (the values scattered to MaxPool's
    flat indices).  Both are built from Kiln's index ops, so gradients reach
    the data. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "onnx/onnx_internal.h"
 
@@ -174,8 +176,50 @@ static int conv_max_unpool(ox_ctx *c, ox_node *n)
     return 0;
 }
 
+/* BitShift of unsigned integers held in i32: x times or floor-divided by
+   2^y, 2^y looked up exactly in a table (y clamped to 0..30, so shifts
+   past 30 bits act as 30); a left shift wraps modulo 2^bits of the type
+   (uint8, uint16; uint32 wraps in i32, its top bit as the sign). */
+static int conv_bit_shift(ox_ctx *c, ox_node *n)
+{
+    kiln_graph *g = c->g;
+    char dir[8];
+    if (ox_attr_string(c, n, "direction", "", dir, sizeof dir))
+        return -1;
+    int left = !strcmp(dir, "LEFT"), type = ox_in_type(n, 0);
+    int bits = type == OX_UINT8 ? 8 : type == OX_UINT16 ? 16 : 32;
+    if (!left && strcmp(dir, "RIGHT"))
+        return ox_problem(c, n, KILN_ERR_ARG, "direction '%s'", dir), -1;
+    if (type != OX_UINT8 && type != OX_UINT16 && type != OX_UINT32 &&
+        type != OX_UINT64)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "BitShift of a signed or non-integer type"),
+               -1;
+    int32_t pow2[31];
+    for (int k = 0; k < 31; k++)
+        pow2[k] = (int32_t)1 << k;
+    kiln_node *x = ox_in(c, n, 0), *y = ox_in(c, n, 1);
+    kiln_shape ys = kiln_node_shape(y);
+    kiln_node *at =
+        kiln_cast(g, kiln_clamp(g, kiln_cast(g, y, KILN_F32), 0, 30), KILN_I32);
+    kiln_node *p =
+        kiln_reshape(g,
+                     kiln_index_select(
+                         g, kiln_constant(g, KILN_I32, KILN_SHAPE(31), pow2), 0,
+                         kiln_reshape(g, at, KILN_SHAPE(kiln_shape_numel(ys)))),
+                     ys);
+    kiln_node *r = left ? kiln_int_mul(g, x, p) : kiln_int_floor_div(g, x, p);
+    if (left && bits < 32) {
+        int32_t m = (int32_t)1 << bits;
+        r = kiln_int_mod(g, r, kiln_constant(g, KILN_I32, KILN_SCALAR, &m));
+    }
+    ox_out(c, n, r, type);
+    return 0;
+}
+
 const ox_op ox_reorder_ops[] = {
     {"ReverseSequence", conv_reverse_sequence, "batch_axis,time_axis"},
     {"MaxUnpool", conv_max_unpool, "kernel_shape,pads,strides"},
+    {"BitShift", conv_bit_shift, "direction"},
     {NULL, NULL, NULL},
 };

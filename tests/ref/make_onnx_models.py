@@ -665,6 +665,29 @@ def fold_floats():
                [("y", x + np.arange(1, 4, 0.5, dtype=np.float32))])
 
 
+def bit_shift():
+    """BitShift: uint8 left shifts that wrap modulo 256, uint16 right shifts
+    broadcast over a row of amounts."""
+    u = lambda name, t, shape: helper.make_tensor_value_info(name, t, shape)
+    x8 = np.array([200, 3, 255, 1], np.uint8)
+    y8 = np.array([1, 2, 3, 7], np.uint8)
+    x16 = np.array([[65535, 1024, 7], [300, 2, 9]], np.uint16)
+    y16 = np.array([3, 1, 0], np.uint16)
+    nodes = [helper.make_node("BitShift", ["a", "b"], ["l"], "left",
+                              direction="LEFT"),
+             helper.make_node("BitShift", ["c", "d"], ["r"], "right",
+                              direction="RIGHT")]
+    m = model(nodes, [u("a", TensorProto.UINT8, [4]),
+                      u("b", TensorProto.UINT8, [4]),
+                      u("c", TensorProto.UINT16, [2, 3]),
+                      u("d", TensorProto.UINT16, [3])],
+              [u("l", TensorProto.UINT8, [4]), u("r", TensorProto.UINT16, [2, 3])],
+              [], opset=11)
+    save(m, "bit_shift")
+    write_refs("bit_shift", [("a", x8), ("b", y8), ("c", x16), ("d", y16)],
+               [("l", (x8 << y8).astype(np.uint8)), ("r", x16 >> y16)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -679,6 +702,7 @@ def main():
     deep()
     spectral()
     fold_floats()
+    bit_shift()
 
 
 if __name__ == "__main__":
