@@ -9,9 +9,11 @@
 
 #define ONNX_DIR KILN_TEST_REF_DIR "/onnx/"
 
+#define MAX_REFS 16
+
 typedef struct refs {
-    ref_tensor t[8];
-    char kind[8][8];
+    ref_tensor t[MAX_REFS];
+    char kind[MAX_REFS][8];
     int n;
 } refs;
 
@@ -22,7 +24,7 @@ static void read_refs(const char *name, refs *r)
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     memset(r, 0, sizeof *r);
-    while (r->n < 8 && ref_read_tensor(f, path, &r->t[r->n], r->kind[r->n]))
+    while (r->n < MAX_REFS && ref_read_tensor(f, path, &r->t[r->n], r->kind[r->n]))
         r->n++;
     fclose(f);
 }
@@ -78,8 +80,9 @@ static void run_model(const char *name, const char *ref_name)
     kiln_onnx_options opt = {.named_dim_size = r.t[0].shape.d[0]};
     kiln_onnx_model *m = load_ok(g, name, &opt);
     int n_in = kiln_onnx_num_inputs(m), n_out = kiln_onnx_num_outputs(m);
-    kiln_node *ins[8], *outs[8];
-    kiln_tensor *in_t[8], *out_t[8];
+    kiln_node *ins[MAX_REFS], *outs[MAX_REFS];
+    kiln_tensor *in_t[MAX_REFS], *out_t[MAX_REFS];
+    assert_true(n_in + n_out <= r.n);
     for (int k = 0; k < n_in; k++) {
         ins[k] = kiln_onnx_input(m, k);
         assert_string_equal(kiln_onnx_input_name(m, k), r.t[k].name);
@@ -140,6 +143,7 @@ static void test_shape_arithmetic(void **state)
     run_model("shape_arith", "shape_arith");
     run_model("fold_floats", "fold_floats");
     run_model("bit_shift", "bit_shift");
+    run_model("quant", "quant");
 }
 
 static void assert_has(const char *msg, const char *part)

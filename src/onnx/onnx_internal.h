@@ -218,6 +218,13 @@ ox_value *ox_bind(ox_ctx *c, const char *name, kiln_node *node, int type,
 ox_value *ox_lookup(ox_ctx *c, const char *name);
 void ox_scope_pop(ox_ctx *c, int mark);
 void ox_convert_body(ox_ctx *c, const Onnx__GraphProto *gp);
+/* Conv's 1-D or 2-D convolution of x by wt (+ bias, may be NULL) with n's
+   attributes (ops_nn.c); NULL (recorded) on bad attributes. */
+kiln_node *ox_conv_build(ox_ctx *c, const ox_node *n, kiln_node *x,
+                         kiln_node *wt, kiln_node *bias);
+/* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+   QLinearMatMul, ConvInteger, QLinearConv (ops_quant.c). */
+extern const ox_op ox_quant_ops[];
 /* DFT and STFT by twiddle products (ops_dft.c). */
 extern const ox_op ox_dft_ops[];
 /* If, Loop and Scan, unrolled (ops_control.c). */

@@ -124,23 +124,21 @@ static kiln_node *from_2d(ox_ctx *c, kiln_node *y, int nsp)
     return kiln_reshape(c->g, y, KILN_SHAPE(s.d[0], s.d[1], s.d[3]));
 }
 
-static int conv_conv(ox_ctx *c, ox_node *n)
+kiln_node *ox_conv_build(ox_ctx *c, const ox_node *n, kiln_node *x,
+                         kiln_node *wt, kiln_node *bias)
 {
-    kiln_node *x = ox_f32(c, n, 0), *wt = ox_f32(c, n, 1);
     kiln_shape ws = kiln_node_shape(wt);
     int64_t group, ks[2];
     window w;
     if (ox_attr_int(c, n, "group", 1, &group))
-        return -1;
+        return NULL;
     if (group < 1 || group > INT32_MAX)
-        return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
-    if (kiln_node_shape(x).ndim == 5)
-        return ox_conv3d(c, n, group);
+        return ox_problem(c, n, KILN_ERR_ARG, "bad group"), NULL;
     if (read_window(c, n, kiln_node_shape(x), ws.d + 2, &w))
-        return -1;
+        return NULL;
     if (ws.ndim != w.nsp + 2 ||
         ox_ints_attr(c, n, "kernel_shape", w.nsp, 1, ks))
-        return ox_problem(c, n, KILN_ERR_SHAPE, "weight rank"), -1;
+        return ox_problem(c, n, KILN_ERR_SHAPE, "weight rank"), NULL;
     x = to_2d(c, even_pads(c, x, &w, 0, 0), &w);
     if (w.nsp == 1)
         wt = kiln_reshape(c->g, wt, KILN_SHAPE(ws.d[0], ws.d[1], 1, ws.d[2]));
@@ -150,8 +148,24 @@ static int conv_conv(ox_ctx *c, ox_node *n)
         p.dilation[k] = w.dil[k];
         p.padding[k] = (int)w.lo[k];
     }
-    kiln_node *y = kiln_conv2d(c->g, x, wt, ox_f32(c, n, 2), &p);
-    ox_out(c, n, from_2d(c, y, w.nsp), OX_FLOAT);
+    return from_2d(c, kiln_conv2d(c->g, x, wt, bias, &p), w.nsp);
+}
+
+static int conv_conv(ox_ctx *c, ox_node *n)
+{
+    kiln_node *x = ox_f32(c, n, 0);
+    if (kiln_node_shape(x).ndim == 5) {
+        int64_t group;
+        if (ox_attr_int(c, n, "group", 1, &group))
+            return -1;
+        if (group < 1 || group > INT32_MAX)
+            return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
+        return ox_conv3d(c, n, group);
+    }
+    kiln_node *y = ox_conv_build(c, n, x, ox_f32(c, n, 1), ox_f32(c, n, 2));
+    if (!y)
+        return -1;
+    ox_out(c, n, y, OX_FLOAT);
     return 0;
 }
 
@@ -382,7 +396,7 @@ static const ox_op *const tables[] = {
     ox_math_ops,    ox_shape_ops,  ox_tensor_ops, ox_nn_ops,   ox_loss_ops,
     ox_more_ops,    ox_resize_ops, ox_extra_ops,  ox_misc_ops, ox_nd_ops,
     ox_rnn_ops,     ox_act_ops,    ox_einsum_ops, ox_grid_ops, ox_reorder_ops,
-    ox_control_ops, ox_dft_ops};
+    ox_control_ops, ox_dft_ops,    ox_quant_ops};
 
 const ox_op *ox_find_op(const char *type)
 {

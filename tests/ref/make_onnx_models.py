@@ -688,6 +688,64 @@ def bit_shift():
                [("l", (x8 << y8).astype(np.uint8)), ("r", x16 >> y16)])
 
 
+def quant():
+    """Quantized ops against NumPy: QuantizeLinear per channel to int8
+    (halves to even, saturation), DequantizeLinear per channel, MatMulInteger
+    with a zero point per row of A, QLinearConv with a scale per output
+    channel and a bias."""
+    T = TensorProto
+    v = lambda name, t, shape: helper.make_tensor_value_info(name, t, shape)
+    x = np.array([[[0.5, 1.5, -2.5], [300, -300, 0.26]],
+                  [[2.0, -1.0, 0.75], [12.5, -12.5, 3.3]]], np.float32)
+    qs = np.array([0.5, 0.1], np.float32)     # per axis 1
+    qz = np.array([3, -4], np.int8)
+    q = np.clip(np.rint(x / qs[None, :, None]) + qz[None, :, None],
+                -128, 127).astype(np.int32)
+    xi = np.array([[0, 255, 7], [128, 3, 90]], np.uint8)
+    ds = np.array([0.25, 2.0, 0.125], np.float32)  # per axis 1
+    dz = np.array([1, 128, 0], np.uint8)
+    dq = ((xi.astype(np.float32) - dz) * ds).astype(np.float32)
+    a = np.array([[3, 250, 7], [100, 0, 255]], np.uint8)
+    b = np.array([[1, 2], [3, 4], [250, 0]], np.uint8)
+    az = np.array([2, 100], np.uint8)                 # per row
+    mm = ((a.astype(np.int64) - az[:, None]) @ b.astype(np.int64)).astype(np.int32)
+    cx = rng.integers(0, 256, (1, 2, 4, 4)).astype(np.uint8)
+    cw = rng.integers(0, 256, (3, 2, 2, 2)).astype(np.uint8)
+    cb = np.array([100, -5000, 7], np.int32)
+    sx, sy, zx, zw, zy = np.float32(0.02), np.float32(0.5), 120, 128, 10
+    sw = np.array([0.01, 0.002, 0.03], np.float32)
+    acc = np.zeros((1, 3, 3, 3), np.int64)
+    for o in range(3):
+        for i in range(3):
+            for j in range(3):
+                acc[0, o, i, j] = ((cx[0, :, i:i + 2, j:j + 2].astype(np.int64) - zx)
+                                   * (cw[o].astype(np.int64) - zw)).sum()
+    real = (acc + cb[None, :, None, None]) * (sx * sw / sy)[None, :, None, None]
+    qc = np.clip(np.rint(real) + zy, 0, 255).astype(np.int32)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "qs", "qz"], ["q"], "q",
+                              axis=1),
+             helper.make_node("DequantizeLinear", ["xi", "ds", "dz"], ["dq"],
+                              "dq", axis=-1),
+             helper.make_node("MatMulInteger", ["a", "b", "az"], ["mm"], "mm"),
+             helper.make_node("QLinearConv", ["cx", "sx", "zx", "cw", "sw",
+                                              "zw", "sy", "zy", "cb"], ["qc"],
+                              "qc")]
+    inits = [init("qs", qs), init("qz", qz), init("ds", ds), init("dz", dz),
+             init("az", az), init("sx", sx), init("zx", np.uint8(zx)),
+             init("sw", sw), init("zw", np.uint8(zw)), init("sy", sy),
+             init("zy", np.uint8(zy)), init("cb", cb)]
+    m = model(nodes, [f32("x", [2, 2, 3]), v("xi", T.UINT8, [2, 3]),
+                      v("a", T.UINT8, [2, 3]), v("b", T.UINT8, [3, 2]),
+                      v("cx", T.UINT8, [1, 2, 4, 4]), v("cw", T.UINT8, [3, 2, 2, 2])],
+              [v("q", T.INT8, [2, 2, 3]), f32("dq", [2, 3]),
+               v("mm", T.INT32, [2, 2]), v("qc", T.UINT8, [1, 3, 3, 3])],
+              inits, opset=13)
+    save(m, "quant")
+    write_refs("quant", [("x", x), ("xi", xi), ("a", a), ("b", b),
+                         ("cx", cx), ("cw", cw)],
+               [("q", q), ("dq", dq), ("mm", mm), ("qc", qc)])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -703,6 +761,7 @@ def main():
     spectral()
     fold_floats()
     bit_shift()
+    quant()
 
 
 if __name__ == "__main__":
