@@ -144,6 +144,7 @@ static void test_shape_arithmetic(void **state)
     run_model("fold_floats", "fold_floats");
     run_model("bit_shift", "bit_shift");
     run_model("quant", "quant");
+    run_model("train_ops", "train_ops");
 }
 
 static void assert_has(const char *msg, const char *part)

@@ -21,8 +21,31 @@
 #define MAX_IO 16
 #define NOTE_MAX 512
 
-typedef enum { R_PASS, R_FAIL, R_UNSUPPORTED } result;
-static const char *const result_names[] = {"pass", "fail", "unsupported"};
+typedef enum { R_PASS, R_FAIL, R_UNSUPPORTED, R_BAD_DATA } result;
+static const char *const result_names[] = {"pass", "fail", "unsupported",
+                                           "bad test data"};
+
+/* Models whose expected outputs contradict their own node, checked by
+   hand: a failure there is the data's, reported with the reason. */
+static const struct {
+    const char *name, *why;
+} errata[] = {
+    {"test_adam_multiple",
+     "the expected outputs use epsilon 1e-2 but the node leaves epsilon at "
+     "Adam's default 1e-6 (X1: 1 - 0.1 * 1.85005 / (sqrt(0.5747) + 1e-2) = "
+     "0.759136, the expected value; test_adam, which sets epsilon, passes)"},
+};
+
+/* A failure of a model in errata becomes R_BAD_DATA with its reason. */
+static result erratum(const char *name, result res, char *note, size_t n)
+{
+    for (size_t k = 0; res == R_FAIL && k < sizeof errata / sizeof *errata; k++)
+        if (!strcmp(name, errata[k].name)) {
+            snprintf(note, n, "%s", errata[k].why);
+            return R_BAD_DATA;
+        }
+    return res;
+}
 
 static const char *const suites[] = {"node", "pytorch-converted",
                                      "pytorch-operator", "simple"};
@@ -294,7 +317,9 @@ static entry *run_all(int *n)
             /* the length was checked above: a copy, not a truncation */
             memcpy(en->name, e->d_name, strlen(e->d_name) + 1);
             en->suite = s;
-            en->res = run_model(model, en->note, sizeof en->note);
+            en->res =
+                erratum(e->d_name, run_model(model, en->note, sizeof en->note),
+                        en->note, sizeof en->note);
         }
         closedir(d);
     }
@@ -329,7 +354,7 @@ static char *prose_before_table(const char *path)
    text before it. */
 static void write_table(const char *path, const entry *es, int n)
 {
-    int count[N_SUITES + 1][3] = {{0}};
+    int count[N_SUITES + 1][4] = {{0}};
     for (int k = 0; k < n; k++) {
         count[es[k].suite][es[k].res]++;
         count[N_SUITES][es[k].res]++;
@@ -347,18 +372,20 @@ static void write_table(const char *path, const entry *es, int n)
             "set and compared with the expected outputs (|got - want| <= "
             "1e-5 + 1e-3 |want|). *unsupported*: Kiln refuses the model "
             "with `KILN_ERR_UNSUPPORTED` and names what it lacks (the "
-            "first problem is shown). The ctest fails on any *fail*. "
+            "first problem is shown). *bad test data*: the expected outputs "
+            "contradict the model's own node (the note says how; the "
+            "runner's errata table). The ctest fails on any *fail*. "
             "Regenerate this section (the text above it is kept) with "
             "`build/tests/test_onnx_conformance --write docs/onnx.md`.\n\n"
-            "| suite | models | pass | fail | unsupported |\n"
-            "|---|---:|---:|---:|---:|\n",
+            "| suite | models | pass | fail | unsupported | bad test data "
+            "|\n|---|---:|---:|---:|---:|---:|\n",
             prose);
     free(prose);
     for (int s = 0; s <= N_SUITES; s++) {
         int *c = count[s];
-        fprintf(f, "| %s | %d | %d | %d | %d |\n",
-                s < N_SUITES ? suites[s] : "**all**", c[0] + c[1] + c[2], c[0],
-                c[1], c[2]);
+        fprintf(f, "| %s | %d | %d | %d | %d | %d |\n",
+                s < N_SUITES ? suites[s] : "**all**", c[0] + c[1] + c[2] + c[3],
+                c[0], c[1], c[2], c[3]);
     }
     fprintf(f, "\n| suite | model | result | note |\n|---|---|---|---|\n");
     for (int k = 0; k < n; k++)
@@ -377,18 +404,20 @@ static void test_conformance(void **state)
                       data_root());
         skip();
     }
-    int n, fails = 0, passes = 0;
+    int n, fails = 0, passes = 0, bad = 0;
     entry *es = run_all(&n);
     for (int k = 0; k < n; k++) {
         passes += es[k].res == R_PASS;
+        bad += es[k].res == R_BAD_DATA;
         if (es[k].res == R_FAIL) {
             print_message("FAIL %s/%s: %s\n", suites[es[k].suite], es[k].name,
                           es[k].note);
             fails++;
         }
     }
-    print_message("%d models: %d pass, %d fail, %d unsupported\n", n, passes,
-                  fails, n - passes - fails);
+    print_message("%d models: %d pass, %d fail, %d unsupported, %d bad test "
+                  "data\n",
+                  n, passes, fails, n - passes - fails - bad, bad);
     if (write_path)
         write_table(write_path, es, n);
     free(es);

@@ -2,6 +2,7 @@
    file's (topological) order through its converter, then the outputs.
    Problems are collected, not returned at the first: a model is refused
    with the list of everything Kiln cannot take in it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,6 +259,12 @@ static void convert_node(ox_ctx *c, const Onnx__NodeProto *p)
     memset(&n, 0, sizeof n);
     n.p = p;
     const ox_op *op = op_domain(p) ? NULL : ox_find_op(p->op_type);
+    if (op_domain(p) && !strcmp(op_domain(p), "ai.onnx.preview.training")) {
+        char full[128]; /* the training ops' table names carry the domain */
+        snprintf(full, sizeof full, "%s.%s", op_domain(p),
+                 p->op_type ? p->op_type : "");
+        op = ox_find_op(full);
+    }
     int bound = bind_inputs(c, &n);
     if (!op) {
         ox_problem(c, &n, KILN_ERR_UNSUPPORTED, "unsupported op %s%s%s",

@@ -225,6 +225,9 @@ kiln_node *ox_conv_build(ox_ctx *c, const ox_node *n, kiln_node *x,
 /* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
    QLinearMatMul, ConvInteger, QLinearConv (ops_quant.c). */
 extern const ox_op ox_quant_ops[];
+/* Gradient, Adagrad, Momentum, Adam of ai.onnx.preview.training, their
+   names prefixed by the domain (ops_train.c). */
+extern const ox_op ox_train_ops[];
 /* DFT and STFT by twiddle products (ops_dft.c). */
 extern const ox_op ox_dft_ops[];
 /* If, Loop and Scan, unrolled (ops_control.c). */

@@ -746,6 +746,63 @@ def quant():
                [("q", q), ("dq", dq), ("mm", mm), ("qc", qc)])
 
 
+def train_ops():
+    """ai.onnx.preview.training: Adagrad, Nesterov Momentum and Adam at step
+    T = 3 (the bias correction and beta apply), and Gradient of d = (a + b)
+    * a with respect to a and b, against the operators' formulas in NumPy."""
+    dom = "ai.onnx.preview.training"
+    R, T = np.float32(0.1), np.int64(3)
+    x = np.array([1.0, -2.0], np.float32)
+    g = np.array([0.5, 0.25], np.float32)
+    v = np.array([0.2, -0.1], np.float32)
+    h = np.array([0.3, 0.4], np.float32)
+    nc = np.float32(0.01)
+    gr = nc * x + g
+    # Adagrad, decay 0.5, epsilon 1e-3
+    r = R / (1 + T * np.float32(0.5))
+    h_ada = h + gr * gr
+    x_ada = x - r * gr / (np.sqrt(h_ada) + np.float32(1e-3))
+    # Nesterov momentum, alpha 0.9, beta 0.5
+    v_mom = 0.9 * v + 0.5 * gr
+    x_mom = x - R * (gr + 0.9 * v_mom)
+    # Adam, alpha 0.9, beta 0.99, epsilon 1e-4, post 0.1
+    v_adam = 0.9 * v + 0.1 * gr
+    h_adam = 0.99 * h + 0.01 * gr * gr
+    ra = R * np.sqrt(1 - 0.99 ** 3) / (1 - 0.9 ** 3)
+    x_adam = (1 - 0.1) * (x - ra * v_adam / (np.sqrt(h_adam) + 1e-4))
+    a, b = np.float32(1.5), np.float32(-0.5)
+    nodes = [helper.make_node("Adagrad", ["R", "T", "x", "g", "h"],
+                              ["x_ada", "h_ada"], "ada", domain=dom,
+                              decay_factor=0.5, epsilon=1e-3,
+                              norm_coefficient=0.01),
+             helper.make_node("Momentum", ["R", "T", "x", "g", "v"],
+                              ["x_mom", "v_mom"], "mom", domain=dom, alpha=0.9,
+                              beta=0.5, mode="nesterov", norm_coefficient=0.01),
+             helper.make_node("Adam", ["R", "T", "x", "g", "v", "h"],
+                              ["x_adam", "v_adam", "h_adam"], "adam",
+                              domain=dom, alpha=0.9, beta=0.99, epsilon=1e-4,
+                              norm_coefficient=0.01,
+                              norm_coefficient_post=0.1),
+             helper.make_node("Add", ["a", "b"], ["c"], "add"),
+             helper.make_node("Mul", ["c", "a"], ["d"], "mul"),
+             helper.make_node("Gradient", ["a", "b"], ["dd_da", "dd_db"],
+                              "grad", domain=dom, xs=["a", "b"], y="d")]
+    outs = [("x_ada", x_ada), ("h_ada", h_ada), ("x_mom", x_mom),
+            ("v_mom", v_mom), ("x_adam", x_adam), ("v_adam", v_adam),
+            ("h_adam", h_adam), ("dd_da", np.float32(2 * a + b)),
+            ("dd_db", np.float32(a))]
+    ins = [("x", x), ("g", g), ("v", v), ("h", h), ("a", a), ("b", b)]
+    g_ = helper.make_graph(nodes, "g", [f32(k, list(np.shape(val))) for k, val in ins],
+                           [f32(k, list(np.shape(val))) for k, val in outs],
+                           [init("R", R), init("T", T)])
+    m = helper.make_model(g_, producer_name="kiln-tests",
+                          opset_imports=[helper.make_opsetid("", 13),
+                                         helper.make_opsetid(dom, 1)])
+    save_unchecked(m, "train_ops")
+    write_refs("train_ops", [(k, np.asarray(val, np.float32)) for k, val in ins],
+               [(k, np.asarray(val, np.float32)) for k, val in outs])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -762,6 +819,7 @@ def main():
     fold_floats()
     bit_shift()
     quant()
+    train_ops()
 
 
 if __name__ == "__main__":
