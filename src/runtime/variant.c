@@ -27,6 +27,54 @@ int kiln_variant_noop(const kiln_variant *v, int id)
     return is_noop(v, v->u.g->nodes[id]);
 }
 
+/* Counts v's steps and assignments, notes whether any node is hooked;
+   the number of input pointers the steps need. */
+static size_t count_steps(kiln_variant *v)
+{
+    kiln_graph *g = v->u.g;
+    size_t n_ptrs = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+        kiln_node *n = g->nodes[id];
+        if (kiln_op_table[n->op].kind != KILN_KIND_LEAF && !is_noop(v, n)) {
+            v->n_steps++;
+            n_ptrs += (size_t)n->n_in;
+        }
+        if (n->op == KILN_OP_ASSIGN)
+            v->n_assigns++;
+        v->hooked |= n->hook != 0;
+    }
+    return n_ptrs;
+}
+
+/* 1 for the leaves whose buffer is not planned. */
+static int bound_leaf(const kiln_node *n)
+{
+    return n->op == KILN_OP_VARIABLE || n->op == KILN_OP_CONSTANT ||
+           n->op == KILN_OP_INPUT || n->op == KILN_OP_MODE ||
+           n->op == KILN_OP_RNG_KEY;
+}
+
+/* The buffer of leaf n: a variable's storage, a constant's data, nothing
+   for an input (bound per run), the variant's mode or key. */
+static kiln_status bind_leaf(kiln_session *s, kiln_variant *v, kiln_node *n)
+{
+    void **buf = &v->buf[n->id];
+    if (n->op == KILN_OP_VARIABLE) {
+        kiln_var *var = kiln_session_bind(s, n);
+        if (!var)
+            return KILN_ERR_SHAPE;
+        *buf = var->data;
+    } else if (n->op == KILN_OP_CONSTANT)
+        *buf = (void *)n->at.data;
+    else if (n->op == KILN_OP_MODE)
+        *buf = &v->mode;
+    else if (n->op == KILN_OP_RNG_KEY)
+        *buf = v->key;
+    else
+        *buf = NULL; /* an input: bound per run */
+    return KILN_OK;
+}
+
 /* Plans the buffers, binds leaves, and builds the schedule. */
 static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
                         const char *what)
@@ -40,17 +88,7 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     v->storage = mp.storage;
     v->arena_bytes = mp.peak;
     v->unplanned_bytes = mp.unplanned;
-    size_t n_ptrs = 0;
-    for (int id = 0; id < g->n_nodes; id++) {
-        kiln_node *n = g->nodes[id];
-        if (kiln_op_table[n->op].kind != KILN_KIND_LEAF && !is_noop(v, n)) {
-            v->n_steps++;
-            n_ptrs += (size_t)n->n_in;
-        }
-        if (n->op == KILN_OP_ASSIGN)
-            v->n_assigns++;
-        v->hooked |= n->hook != 0;
-    }
+    size_t n_ptrs = count_steps(v);
     v->buf = calloc((size_t)g->n_nodes + 1, sizeof *v->buf);
     v->steps = calloc((size_t)v->n_steps + 1, sizeof *v->steps);
     v->assigns = calloc((size_t)v->n_assigns + 1, sizeof *v->assigns);
@@ -68,20 +106,8 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     kiln_status st = KILN_OK;
     for (int id = 0; id < g->n_nodes && st == KILN_OK; id++) {
         kiln_node *n = g->nodes[id];
-        if (n->op == KILN_OP_VARIABLE) {
-            kiln_var *var = kiln_session_bind(s, n);
-            if (!var)
-                st = KILN_ERR_SHAPE;
-            else
-                v->buf[id] = var->data;
-        } else if (n->op == KILN_OP_CONSTANT) {
-            v->buf[id] = (void *)n->at.data;
-        } else if (n->op == KILN_OP_INPUT) {
-            v->buf[id] = NULL; /* bound per run */
-        } else if (n->op == KILN_OP_MODE) {
-            v->buf[id] = &v->mode;
-        } else if (n->op == KILN_OP_RNG_KEY) {
-            v->buf[id] = v->key;
+        if (bound_leaf(n)) {
+            st = bind_leaf(s, v, n);
         } else {
             v->buf[id] = v->storage[id] >= 0 ? v->buf[v->storage[id]]
                                              : (char *)v->arena + mp.offset[id];
