@@ -20,6 +20,7 @@
 #include "cpu/conv.h"
 #include "cpu/conv_simd.h"
 #include "cpu/pool.h"
+#include "cpu/transpose16.h"
 
 #ifdef KILN_CONV_AVX512
 #define LANES_AVX512 1
@@ -94,38 +95,6 @@ static void pad_input(const lanes_geom *r, const float *x, float *p)
     kiln_conv_pad_planes(&d, x, p);
 }
 
-#ifdef LANES_AVX512
-/* r[i] becomes column i of the 16x16 matrix whose rows were r[0..15]. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-transpose16(__m512 *r)
-{
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4k + m], 128-bit lane j: column 4j + m of rows 4k to 4k + 3 */
-    for (int k = 0; k < 16; k += 4) {
-        __m512d a = _mm512_castps_pd(t[k]), b = _mm512_castps_pd(t[k + 1]),
-                c = _mm512_castps_pd(t[k + 2]), d = _mm512_castps_pd(t[k + 3]);
-        u[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        u[k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        u[k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        u[k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int m = 0; m < 4; m++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88),
-               v1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD),
-               v2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88),
-               v3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
-        r[m] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + m] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[8 + m] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-        r[12 + m] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-}
-#endif
-
 /* wp [block][step][32] from w [o][step], zeros past o: 16x16 transposes. */
 #ifdef LANES_AVX512
 __attribute__((target("avx512f")))
@@ -143,7 +112,7 @@ void kiln_conv_lanes_pack(const kiln_conv_geom *g, const float *w, float *wp)
                     ch + i < r.o
                         ? _mm512_maskz_loadu_ps(m, w + (ch + i) * r.steps + s)
                         : _mm512_setzero_ps();
-            transpose16(v);
+            kiln_transpose16(v);
             float *dst = wp + (ch / BLK * r.steps + s) * BLK + ch % BLK;
             for (int i = 0; i < 16 && s + i < r.steps; i++)
                 _mm512_storeu_ps(dst + i * BLK, v[i]);
@@ -198,7 +167,7 @@ store_tile(const lanes_job *j, __m512 t[2][16], int64_t blk, int64_t at,
 {
     for (int v = 0; v < 2; v++) {
         t[v][14] = t[v][15] = _mm512_setzero_ps();
-        transpose16(t[v]);
+        kiln_transpose16(t[v]);
         for (int i = 0; i < VEC; i++) {
             int64_t ch = blk * BLK + v * VEC + i;
             if (ch >= j->r.o)
