@@ -433,7 +433,7 @@ static void test_hostile_files(void **state)
          "node 'loop' (Loop): the body has 3 inputs and 2 outputs, want 4 "
          "and 3"},
         {"bad_if_nesting", KILN_ERR_UNSUPPORTED, "subgraphs nested over 32"},
-        {"bad_loop_nest", KILN_ERR_UNSUPPORTED, "unrolled past 262144 nodes"},
+        {"bad_loop_nest", KILN_ERR_UNSUPPORTED, "unrolled past 65536 nodes"},
         {"bad_deep_graphs", KILN_ERR_IO, "messages nested over 256 deep"},
         {"bad_deep_types", KILN_ERR_IO, "messages nested over 256 deep"},
         {"bad_dft_length", KILN_ERR_UNSUPPORTED,

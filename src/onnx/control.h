@@ -10,7 +10,7 @@
    bodies of a model may convert to (nested loops multiply); the deepest
    nesting of bodies. */
 #define OX_MAX_UNROLL 1024
-#define OX_MAX_BODY_NODES ((int64_t)1 << 18)
+#define OX_MAX_BODY_NODES ((int64_t)1 << 16)
 #define OX_MAX_DEPTH 32
 
 /* A value passed into or out of a body. */
