@@ -55,7 +55,10 @@ void kiln_comm_abort(kiln_comm *c, int code);
    average the gradients over c's ranks, in the graph form
    (kiln_optimizer_build_step, attach before building it) and in the
    run-time form (kiln_backward then kiln_optimizer_update).  One session
-   per communicator.  KILN_ERR_ARG (the session's error) when c is attached
+   per communicator.  A step built with c attached runs only while c is:
+   detached, or with another communicator attached, its runs fail with
+   KILN_ERR_STATE and change nothing (it would otherwise apply one rank's
+   gradient, scaled for the average).  KILN_ERR_ARG (the session's error) when c is attached
    to another session; KILN_ERR_STATE without MPI. */
 kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c);
 /* Collective, once every rank has built and compiled its model (and loaded

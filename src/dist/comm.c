@@ -1,6 +1,8 @@
 /* Communicators: MPI set up on first use, a duplicate of the caller's
    communicator, attached to one session whose optimiser steps it averages. */
+#include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -48,13 +50,25 @@ static int init_mpi(void)
     return 0;
 }
 
+/* Communicators made so far: each numbers its hook keys from its own
+   base (DIST_KEYS apart, all below INT_MAX). */
+static atomic_int made;
+
 static kiln_comm *comm_new(MPI_Comm from, const char *fn)
 {
+    int k = atomic_fetch_add(&made, 1);
+    if (k >= INT_MAX / DIST_KEYS - 1) {
+        kiln_set_last_error("%s: more than %d communicators made by this "
+                            "process",
+                            fn, INT_MAX / DIST_KEYS - 1);
+        return NULL;
+    }
     kiln_comm *c = calloc(1, sizeof *c);
     if (!c) {
         kiln_set_last_error("%s: out of memory", fn);
         return NULL;
     }
+    c->key_base = k * DIST_KEYS;
     char msg[MPI_MAX_ERROR_STRING];
     int rc = MPI_Comm_dup(from, &c->comm);
     if (rc != MPI_SUCCESS) {

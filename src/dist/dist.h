@@ -58,6 +58,11 @@ typedef struct dist_ref {
     int plan, slot;
 } dist_ref;
 
+/* Hook keys per communicator: communicator k of the process numbers its
+   keys from k * DIST_KEYS + 1, so that a step built with one communicator
+   is never read with another's refs (dist_find_ref). */
+enum { DIST_KEYS = 1 << 20 };
+
 /* ZeRO-1: an optimiser state slot of which this rank holds the flat range
    [lo, hi) (no variable when empty); shape is the whole slot's. */
 typedef struct dist_state {
@@ -76,8 +81,9 @@ struct kiln_comm {
     kiln_grad_sync sync;
     dist_plan **plans; /* of the graph forms built on the session */
     int n_plans, cap_plans;
-    dist_ref *refs; /* by hook key - 1 */
+    dist_ref *refs; /* by hook key - key_base - 1 */
     int n_refs, cap_refs;
+    int key_base;
     dist_plan *dyn; /* of the last dynamic backward */
     kiln_comm_stats stats;
     int zero1;          /* shard the optimiser state */
@@ -136,8 +142,14 @@ void dist_tune_allreduce(void);
 
 /* Fills c->sync with the callbacks of src/dist/sync.c and zero.c. */
 void dist_sync_init(kiln_comm *c);
-/* Room for one more hook key in c->refs; -1 when out of memory. */
+/* Room for n more hook keys in c->refs; -1 when out of memory or out of
+   c's keys. */
 int dist_reserve_refs(kiln_comm *c, int n);
+/* A new hook key pointing at r (room reserved by dist_reserve_refs). */
+int dist_new_key(kiln_comm *c, dist_ref r);
+/* What hook key points at, or NULL when the key is not one of c's (a step
+   built with another communicator); then c's session has the error. */
+const dist_ref *dist_find_ref(kiln_comm *c, int hook);
 
 /* ZeRO-1 (zero.c): the sharding callbacks of kiln_grad_sync. */
 int dist_shard(void *ctx, kiln_graph *g, kiln_node *const *vars, int n,

@@ -38,6 +38,8 @@ static dist_plan *plan_for(const kiln_comm *c, kiln_node *const *grads, int n,
 
 int dist_reserve_refs(kiln_comm *c, int n)
 {
+    if (n >= DIST_KEYS - c->n_refs)
+        return -1;
     if (c->n_refs + n > c->cap_refs) {
         int cap = 2 * (c->n_refs + n);
         dist_ref *rs = realloc(c->refs, (size_t)cap * sizeof *rs);
@@ -47,6 +49,25 @@ int dist_reserve_refs(kiln_comm *c, int n)
         c->cap_refs = cap;
     }
     return 0;
+}
+
+int dist_new_key(kiln_comm *c, dist_ref r)
+{
+    c->refs[c->n_refs] = r;
+    return c->key_base + ++c->n_refs;
+}
+
+const dist_ref *dist_find_ref(kiln_comm *c, int hook)
+{
+    int64_t i = (int64_t)hook - c->key_base - 1;
+    if (i >= 0 && i < c->n_refs)
+        return &c->refs[i];
+    if (c->s)
+        kiln_session_fail(c->s, KILN_ERR_STATE,
+                          "kiln_run: the training step was built with another "
+                          "communicator than the one attached now: build and "
+                          "compile it again");
+    return NULL;
 }
 
 static int add_plan(kiln_comm *c, dist_plan *p, int n)
@@ -94,8 +115,7 @@ static void build(void *ctx, kiln_graph *g, kiln_node *const *vars,
         kiln_node *m = kiln_stop_gradient(g, grads[order[k]]);
         if (m->op == KILN_OP_ERROR)
             break;
-        c->refs[c->n_refs] = (dist_ref){c->n_plans - 1, k};
-        m->hook = ++c->n_refs;
+        m->hook = dist_new_key(c, (dist_ref){c->n_plans - 1, k});
         /* the mean taken where the optimiser reads the sum: no pass of
            its own */
         grads[order[k]] = kiln_mul(g, m, mean);
@@ -106,19 +126,23 @@ static void build(void *ctx, kiln_graph *g, kiln_node *const *vars,
 static kiln_status computed(void *ctx, int hook, void *data)
 {
     kiln_comm *c = ctx;
-    dist_ref r = c->refs[hook - 1];
-    if (r.plan < 0)
-        return dist_gather(c, c->gathers[r.slot], data);
-    return dist_pack(c, c->plans[r.plan], r.slot, data);
+    const dist_ref *r = dist_find_ref(c, hook);
+    if (!r)
+        return KILN_ERR_STATE;
+    if (r->plan < 0)
+        return dist_gather(c, c->gathers[r->slot], data);
+    return dist_pack(c, c->plans[r->plan], r->slot, data);
 }
 
 static kiln_status needed(void *ctx, int hook, void *data)
 {
     kiln_comm *c = ctx;
-    dist_ref r = c->refs[hook - 1];
+    const dist_ref *r = dist_find_ref(c, hook);
+    if (!r)
+        return KILN_ERR_STATE;
     /* a gather is complete once computed */
-    return r.plan < 0 ? KILN_OK
-                      : dist_deliver(c, c->plans[r.plan], r.slot, data);
+    return r->plan < 0 ? KILN_OK
+                       : dist_deliver(c, c->plans[r->plan], r->slot, data);
 }
 
 /* A gradient is kept in its bucket: backward writes it there, the
@@ -126,10 +150,10 @@ static kiln_status needed(void *ctx, int hook, void *data)
 static void *storage(void *ctx, int hook, size_t bytes)
 {
     kiln_comm *c = ctx;
-    dist_ref r = c->refs[hook - 1];
-    if (r.plan < 0)
+    const dist_ref *r = dist_find_ref(c, hook);
+    if (!r || r->plan < 0)
         return NULL;
-    dist_plan *p = c->plans[r.plan];
+    dist_plan *p = c->plans[r->plan];
     /* the first run of the step moves its buckets into shared memory:
        every rank runs it, so every rank gets here */
     if (!p->shm_tried && c->shm && c->on_node && c->size > 1) {
@@ -137,8 +161,8 @@ static void *storage(void *ctx, int hook, size_t bytes)
         p->shm_tried = 1;
         dist_shm_setup(c, p);
     }
-    return (size_t)p->slots[r.slot].numel * sizeof(float) == bytes
-               ? dist_slot_data(p, r.slot)
+    return (size_t)p->slots[r->slot].numel * sizeof(float) == bytes
+               ? dist_slot_data(p, r->slot)
                : NULL;
 }
 

@@ -101,14 +101,13 @@ static int gather_key(kiln_comm *c, int64_t total)
 {
     for (int k = 0; k < c->n_refs; k++)
         if (c->refs[k].plan < 0 && c->gathers[c->refs[k].slot] == total)
-            return k + 1;
+            return c->key_base + k + 1;
     if (room_for_one((void **)&c->gathers, &c->cap_gathers, c->n_gathers,
                      sizeof *c->gathers) != 0 ||
         dist_reserve_refs(c, 1) != 0)
         return 0;
     c->gathers[c->n_gathers] = total;
-    c->refs[c->n_refs] = (dist_ref){-1, c->n_gathers++};
-    return ++c->n_refs;
+    return dist_new_key(c, (dist_ref){-1, c->n_gathers++});
 }
 
 kiln_node *dist_gather_node(void *ctx, kiln_graph *g, kiln_node *flat,

@@ -275,6 +275,11 @@ static kiln_status compute_nodes(kiln_run_ctx *r, int first)
             kiln_debug_print(r->s->exec.debug, n, rs->e[id].value, "value");
         /* a hooked node of a dynamic graph: the optimiser's gather of
            sharded updates (ZeRO-1) */
+        if (n->hook && !r->s->sync)
+            return kiln_session_fail(
+                r->s, KILN_ERR_STATE,
+                "kiln_forward: the optimiser step was built to gather "
+                "updates over a communicator, and none is attached now");
         if (r->s->sync && n->hook &&
             (st = r->s->sync->computed(r->s->sync->ctx, n->hook,
                                        rs->e[id].value)) != KILN_OK)

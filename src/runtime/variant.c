@@ -238,6 +238,13 @@ static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_variant *v,
 static kiln_status run_steps(kiln_session *s, kiln_variant *v)
 {
     const kiln_grad_sync *sync = v->hooked ? s->sync : NULL;
+    /* without its sync the step would scale unsummed gradients */
+    if (v->hooked && !sync)
+        return kiln_session_fail(
+            s, KILN_ERR_STATE,
+            "kiln_run: the training step was built to average gradients "
+            "over a communicator, and none is attached now: attach it "
+            "again (kiln_session_set_comm) or build the step without one");
     for (int i = 0; i < v->n_steps; i++) {
         kiln_step *st = &v->steps[i];
         char msg[KILN_ERRMSG_MAX - 16];

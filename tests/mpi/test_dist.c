@@ -668,6 +668,61 @@ static void test_errors(void **state)
     assert_int_equal(kiln_dist_available(), 1);
 }
 
+/* A training step built with the communicator attached refuses to run
+   without it (it would scale unsummed gradients) or with another one (its
+   hook keys are not that one's), changing nothing; attached again, it
+   runs. */
+static void test_step_without_its_communicator(void **state)
+{
+    (void)state;
+    kiln_session *s = session(1, 0);
+    kiln_graph *g = kiln_graph_new();
+    model m = build(g, BATCH / 2, 8);
+    run r = plain(1);
+    r.sgd = 1;
+    kiln_optimizer *opt = optimizer(&r, s);
+    kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
+    kiln_node *ins[2] = {m.x, m.y};
+    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
+    assert_non_null(f);
+    assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
+    kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(BATCH / 2, FEATURES));
+    kiln_tensor *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(BATCH / 2));
+    memcpy(kiln_tensor_data(x), kiln_tensor_data(data_x),
+           sizeof(float) * (BATCH / 2) * FEATURES);
+    memcpy(kiln_tensor_data(y), kiln_tensor_data(data_y),
+           sizeof(int32_t) * (BATCH / 2));
+    kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+    const size_t bytes = sizeof(float) * 8 * CLASSES;
+    kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
+                *w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
+    assert_int_equal(kiln_variable_read(s, "W1", w0), KILN_OK);
+
+    assert_int_equal(kiln_session_set_comm(s, NULL), KILN_OK);
+    assert_int_equal(kiln_run(f, in, out), KILN_ERR_STATE);
+    assert_non_null(strstr(kiln_session_error(s), "none is attached now"));
+    kiln_comm *other = kiln_comm_world();
+    assert_non_null(other);
+    assert_int_equal(kiln_session_set_comm(s, other), KILN_OK);
+    assert_int_equal(kiln_run(f, in, out), KILN_ERR_STATE);
+    assert_non_null(strstr(kiln_session_error(s), "another communicator"));
+    assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
+    assert_memory_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
+
+    assert_int_equal(kiln_session_set_comm(s, comm), KILN_OK);
+    assert_int_equal(kiln_run(f, in, out), KILN_OK);
+    assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
+    assert_memory_not_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
+    kiln_comm_free(other);
+    kiln_tensor_free(w0);
+    kiln_tensor_free(w1);
+    kiln_tensor_free(x);
+    kiln_tensor_free(y);
+    kiln_optimizer_free(opt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
 int main(void)
 {
     comm = kiln_comm_world();
@@ -694,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_zero1_resume),
         cmocka_unit_test(test_zero1_errors),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_step_without_its_communicator),
     };
     /* e.g. KILN_TEST_FILTER='test_zero1*' to run some only */
     if (getenv("KILN_TEST_FILTER"))
