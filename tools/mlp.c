@@ -432,6 +432,10 @@ static int start_position(trainer *t, const mlp_config *c,
     t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     if (!t->batches || !t->xb || !t->yb || !t->loss)
         return kiln_tool_fail("out of memory");
+    if (c->batch < t->d.size)
+        return kiln_tool_fail("--batch %d is the global batch, shared by %d "
+                              "ranks: it needs at least one row per rank",
+                              c->batch, t->d.size);
     if (kiln_batcher_shard(t->batches, t->d.rank, t->d.size) != KILN_OK)
         return kiln_tool_fail("%s", kiln_batcher_error(t->batches));
     if (c->resume && tool_dist_load(&t->d, t->s, c->resume))

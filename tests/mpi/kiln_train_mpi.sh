@@ -146,6 +146,13 @@ for r in 0 1; do
     grep -q "kiln: rank $r: .*rank 1 differs from rank 0: rank 0 has 'config: batch 64', rank 1 has 'config: batch 128'\$" \
         "$tmp/bad.err" || fail "mismatched batch: no error from rank $r"
 done
+# a global batch smaller than the ranks: the error on both, status 1
+timeout 120 "$mpirun" -np 2 "$kiln" train --data $tmp/data --steps 2 \
+    --hidden 16 --batch 1 >"$tmp/small.out" 2>"$tmp/small.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "batch 1 on 2 ranks: status $rc"
+[ "$(grep -c "kiln: --batch 1 is the global batch, shared by 2 ranks" \
+    "$tmp/small.err")" -eq 2 ] || fail "batch 1 on 2 ranks: no error from each"
 # a rank that dies at start-up ends the job
 timeout 120 "$mpirun" -np 2 sh -c \
     "[ \$OMPI_COMM_WORLD_RANK = 1 ] && exit 3; exec \"$kiln\" $args --steps 1000" \
