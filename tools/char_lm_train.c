@@ -2,15 +2,21 @@
    compiled into one function that runs forward, backward and the AdamW
    update, fed random windows of the corpus; a second function from the
    same graph computes the validation loss.  Options, corpus and sampling
-   are in char_lm_options.c, char_lm_corpus.c and char_lm_sample.c. */
+   are in char_lm_options.c, char_lm_corpus.c and char_lm_sample.c.
+
+   Under mpirun every rank draws the same global batch of windows and
+   trains on its share of the rows (tools/dist.h): N ranks at --batch B
+   take the steps one process takes at B; rank 0 prints, saves and
+   samples. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "char_lm.h"
 #include "char_lm_internal.h"
-#include "tool.h"
+#include "dist.h"
 #include "gpt.h"
+#include "tool.h"
 
 typedef struct trainer {
     kiln_session *s;
@@ -19,7 +25,9 @@ typedef struct trainer {
     kiln_function *step, *eval;
     kiln_tensor *ids, *targets, *loss;
     gpt_config c;
-    int batch;
+    int batch;       /* the global batch */
+    int first, rows; /* this rank's rows of it */
+    tool_dist d;
 } trainer;
 
 static void trainer_free(trainer *t)
@@ -30,6 +38,7 @@ static void trainer_free(trainer *t)
     kiln_graph_free(t->g);
     kiln_optimizer_free(t->opt);
     kiln_session_free(t->s);
+    tool_dist_end(&t->d);
 }
 
 /* AdamW with a linear warm-up then a cosine decay to min_lr over the rest
@@ -53,6 +62,12 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
 {
     t->c = (gpt_config){vocab, o->context, o->layers, o->heads, o->width, 1};
     t->batch = o->batch;
+    if (o->batch < t->d.size)
+        return kiln_tool_fail("--batch %d is the global batch, shared by %d "
+                              "ranks: it needs at least one row per rank",
+                              o->batch, t->d.size);
+    t->first = (int)((int64_t)o->batch * t->d.rank / t->d.size);
+    t->rows = (int)((int64_t)o->batch * (t->d.rank + 1) / t->d.size) - t->first;
     kiln_session_options so = {.seed = (uint64_t)o->seed,
                                .threads = o->threads};
     t->s = kiln_session_new(&so);
@@ -63,7 +78,9 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
     t->opt = kiln_optimizer_new(t->s, &a);
     if (!t->opt)
         return kiln_tool_fail("%s", kiln_session_error(t->s));
-    int64_t b = o->batch, n = o->context;
+    if (tool_dist_attach(&t->d, t->s, 0))
+        return 1;
+    int64_t b = t->rows, n = o->context;
     kiln_node *ids = kiln_input(t->g, "ids", KILN_I32, KILN_SHAPE(b, n));
     kiln_node *tgt = kiln_input(t->g, "targets", KILN_I32, KILN_SHAPE(b * n));
     kiln_node *loss = kiln_softmax_cross_entropy(
@@ -81,13 +98,23 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
     t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     if (!t->ids || !t->targets || !t->loss)
         return kiln_tool_fail("out of memory");
-    return 0;
+    char config[256];
+    snprintf(config, sizeof config,
+             "transformer\nbatch %d\ncontext %d\nlayers %d\nheads %d\nwidth "
+             "%d\nvocabulary %d\nseed %d\nsteps %d\nlr %g",
+             o->batch, o->context, o->layers, o->heads, o->width, vocab,
+             o->seed, o->steps, (double)o->lr);
+    return tool_dist_sync(&t->d, t->s, config);
 }
 
 /* Copies the window of context + 1 ids at text + start into row i of the
-   inputs (the first context) and of the targets (the last context). */
+   global batch (the first context into the inputs, the last into the
+   targets) when the row is this rank's. */
 static void put_window(trainer *t, int i, const int32_t *text, int64_t start)
 {
+    i -= t->first;
+    if (i < 0 || i >= t->rows)
+        return;
     int n = t->c.ctx;
     int32_t *ids = kiln_tensor_i32(t->ids) + (int64_t)i * n;
     int32_t *tgt = kiln_tensor_i32(t->targets) + (int64_t)i * n;
@@ -97,15 +124,20 @@ static void put_window(trainer *t, int i, const int32_t *text, int64_t start)
     }
 }
 
-/* Runs f on the current batch; the loss, or NAN after printing an error. */
+/* Runs f on the current batch; the global batch's mean loss, or NAN after
+   printing an error (the other ranks, which would wait for this one,
+   ended too). */
 static double run_batch(trainer *t, kiln_function *f)
 {
     kiln_tensor *in[2] = {t->ids, t->targets}, *out[2] = {t->loss, NULL};
-    if (kiln_run(f, in, out) != KILN_OK) {
+    if (tool_dist_rows(&t->d, t->rows, t->batch) ||
+        kiln_run(f, in, out) != KILN_OK) {
         kiln_tool_fail("%s", kiln_session_error(t->s));
+        tool_dist_abort(&t->d);
         return NAN;
     }
-    return kiln_tensor_f32(t->loss)[0];
+    return tool_dist_loss(&t->d, kiln_tensor_f32(t->loss)[0], t->rows,
+                          t->batch);
 }
 
 /* Mean loss over the first batches of consecutive, non-overlapping windows
@@ -133,8 +165,9 @@ static int train(trainer *t, const lm_corpus *c, const char_lm_options *o)
 {
     kiln_rng rng;
     kiln_rng_seed(&rng, (uint64_t)o->seed);
-    kiln_progress bar;
-    kiln_progress_begin(&bar, stderr, "training", o->steps);
+    int leads = tool_dist_leads(&t->d);
+    kiln_progress bar, *pb = leads ? &bar : NULL;
+    kiln_progress_begin(pb, stderr, "training", o->steps);
     double sum = 0, start = kiln_now();
     int since = 0;
     for (int step = 1; step <= o->steps; step++) {
@@ -149,42 +182,51 @@ static int train(trainer *t, const lm_corpus *c, const char_lm_options *o)
                        : kiln_tool_fail("training diverged: lower --lr");
         sum += loss;
         since++;
-        kiln_progress_update(&bar, step, loss, t->batch * t->c.ctx);
-        if (step % o->log_every == 0 || step == o->steps) {
+        kiln_progress_update(pb, step, loss, t->batch * t->c.ctx);
+        if (leads && (step % o->log_every == 0 || step == o->steps)) {
             printf("step %d: loss %.4f lr %.2e %.1f s\n", step, sum / since,
                    kiln_optimizer_lr(t->opt), kiln_now() - start);
             fflush(stdout);
             sum = 0, since = 0;
         }
     }
-    kiln_progress_end(&bar, "done");
+    kiln_progress_end(pb, "done");
     return 0;
 }
 
 int char_lm_run(const char_lm_options *o)
 {
-    lm_corpus corpus;
-    if (lm_corpus_load(&corpus, o->corpus, o->context))
-        return 1;
-    printf("corpus: %s, %lld characters, vocabulary %d, %lld train / %lld "
-           "validation\n",
-           o->corpus, (long long)(corpus.n_train + corpus.n_val), corpus.vocab,
-           (long long)corpus.n_train, (long long)corpus.n_val);
     trainer t = {0};
+    if (tool_dist_begin(&t.d))
+        return 1;
+    int leads = tool_dist_leads(&t.d);
+    lm_corpus corpus;
+    if (lm_corpus_load(&corpus, o->corpus, o->context)) {
+        tool_dist_end(&t.d);
+        return 1;
+    }
+    if (leads)
+        printf("corpus: %s, %lld characters, vocabulary %d, %lld train / "
+               "%lld validation\n",
+               o->corpus, (long long)(corpus.n_train + corpus.n_val),
+               corpus.vocab, (long long)corpus.n_train,
+               (long long)corpus.n_val);
     int bad = trainer_init(&t, o, corpus.vocab);
     if (!bad) {
-        printf("model: %d layers, %d heads, width %d, context %d, batch %d\n",
-               o->layers, o->heads, o->width, o->context, o->batch);
+        if (leads)
+            printf("model: %d layers, %d heads, width %d, context %d, batch "
+                   "%d\n",
+                   o->layers, o->heads, o->width, o->context, o->batch);
         bad = train(&t, &corpus, o);
     }
     double val = bad ? NAN : validate(&t, &corpus, o->eval_batches);
-    if (!bad && !isnan(val))
+    if (!bad && !isnan(val) && leads)
         printf("Validation loss: %.4f nats/char (uniform %.4f)\n", val,
                log((double)corpus.vocab));
     bad = bad || isnan(val);
-    if (!bad && o->save && kiln_session_save(t.s, o->save) != KILN_OK)
-        bad = kiln_tool_fail("%s", kiln_session_error(t.s));
-    if (!bad)
+    if (!bad && o->save)
+        bad = tool_dist_save(&t.d, t.s, o->save);
+    if (!bad && leads)
         bad = lm_sample(t.s, &t.c, &corpus, o);
     trainer_free(&t);
     lm_corpus_free(&corpus);

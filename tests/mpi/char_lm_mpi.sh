@@ -1,0 +1,92 @@
+#!/bin/sh
+# `mpirun -np N kiln train --model transformer` against `kiln train --model
+# transformer`: every rank draws the same global batch of windows and takes
+# its share of the rows, so 2 ranks (3 and 3 rows of 6) and 3 ranks (2 each)
+# take the steps one process takes: the same losses at every step and the
+# same validation loss (printed to 4 decimals), variables within 1e-3
+# relative (AdamW and clipping amplify rounding in the smallest gradients);
+# rank 0 alone prints and samples; a batch smaller than the ranks is an
+# error on every rank.
+# usage: char_lm_mpi.sh BUILD_DIR SOURCE_DIR MPIEXEC
+kiln="$1/kiln"
+mpirun="$3"
+cd "$2" || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+# a corpus of 60,000 characters: words drawn from a fixed list
+awk 'BEGIN { srand(3); split("the a of kiln graph tensor step loss rank batch \
+gradient window model train", w, " "); n = 0;
+    while (n < 60000) { s = w[int(rand() * 14) + 1]; printf "%s ", s;
+        n += length(s) + 1; if (rand() < 0.1) { print ""; n++ } } }' \
+    >"$tmp/corpus.txt"
+args="train --model transformer --corpus $tmp/corpus.txt --steps 20
+    --log-every 1 --layers 1 --heads 2 --width 32 --context 16 --batch 6
+    --threads 1 --eval-batches 4 --sample-len 20 --seed 9 --prompt the"
+run() {
+    name=$1 ranks=$2
+    shift 2
+    if [ "$ranks" -eq 1 ]; then
+        timeout 300 "$kiln" $args "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    else
+        timeout 300 "$mpirun" -np "$ranks" "$kiln" $args "$@" \
+            >"$tmp/$name.out" 2>"$tmp/$name.err"
+    fi || { fail "$name: status $?"; cat "$tmp/$name.err"; }
+}
+run one 1 --save "$tmp/one.npz"
+run two 2 --save "$tmp/two.npz"
+run three 3 --save "$tmp/three.npz"
+for r in two three; do
+    [ "$(grep -c '^step ' "$tmp/$r.out")" -eq 20 ] ||
+        fail "$r: $(grep -c '^step ' "$tmp/$r.out") step lines (rank 0 alone prints 20)"
+    [ "$(grep -c '^Sample' "$tmp/$r.out")" -eq 1 ] || fail "$r: not one sample"
+    # the losses and the validation loss, without the times
+    for f in one $r; do
+        sed -n 's/^\(step [0-9]*: loss [0-9.]*\).*/\1/p; /^Validation/p' \
+            "$tmp/$f.out" >"$tmp/$f.losses"
+    done
+    [ "$(wc -l <"$tmp/one.losses")" -eq 21 ] || fail "one: no 21 loss lines"
+    cmp -s "$tmp/one.losses" "$tmp/$r.losses" ||
+        { fail "$r: losses differ from one process"; diff "$tmp/one.losses" "$tmp/$r.losses"; }
+done
+/usr/bin/python3 - "$tmp/one.npz" "$tmp/two.npz" "$tmp/three.npz" <<'PY' || fail "variables differ"
+import array, ast, sys, zipfile
+def load(path):
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            raw = z.read(name)
+            n = int.from_bytes(raw[8:10], "little")
+            header = ast.literal_eval(raw[10:10 + n].decode())
+            if header["descr"] == "<f4":
+                a = array.array("f")
+                a.frombytes(raw[10 + n:])
+                out[name] = a
+    return out
+ref = load(sys.argv[1])
+bad = 0
+assert len(ref) > 4, sorted(ref)
+for path in sys.argv[2:]:
+    got = load(path)
+    assert set(got) == set(ref), (path, sorted(got), sorted(ref))
+    for name, want in ref.items():
+        norm = sum(v * v for v in want) ** 0.5
+        diff = sum((a - b) ** 2 for a, b in zip(got[name], want)) ** 0.5
+        if diff > 1e-3 * norm + 1e-7:
+            print(f"{path}: {name}: |difference| {diff:g}, |values| {norm:g}")
+            bad = 1
+sys.exit(bad)
+PY
+# a global batch smaller than the ranks
+timeout 120 "$mpirun" -np 3 "$kiln" $args --batch 2 >"$tmp/small.out" 2>"$tmp/small.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "batch 2 on 3 ranks: status $rc"
+[ "$(grep -c "kiln: --batch 2 is the global batch, shared by 3 ranks" \
+    "$tmp/small.err")" -eq 3 ] || fail "batch 2 on 3 ranks: no error from each"
+
+[ $fails -eq 0 ] || exit 1
+echo "kiln train --model transformer on 2 and 3 ranks matches one process (20 steps)"
