@@ -26,7 +26,7 @@ int kiln_dist_available(void);
 kiln_comm *kiln_comm_world(void);
 /* A communicator from the caller's: mpi_comm points to an MPI_Comm, which
    is duplicated (MPI must be initialised).  NULL (kiln_last_error) for a
-   NULL mpi_comm, without MPI or when MPI fails. */
+   NULL mpi_comm or MPI_COMM_NULL, without MPI or when MPI fails. */
 kiln_comm *kiln_comm_from_mpi(const void *mpi_comm);
 /* Detaches c from its session and frees it.  NULL is a no-op. */
 void kiln_comm_free(kiln_comm *c);

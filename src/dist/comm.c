@@ -113,6 +113,11 @@ kiln_comm *kiln_comm_from_mpi(const void *mpi_comm)
         kiln_set_last_error("%s: MPI is not initialised", fn);
         return NULL;
     }
+    /* duplicating it would call MPI's fatal error handler */
+    if (*(const MPI_Comm *)mpi_comm == MPI_COMM_NULL) {
+        kiln_set_last_error("%s: the communicator is MPI_COMM_NULL", fn);
+        return NULL;
+    }
     return comm_new(*(const MPI_Comm *)mpi_comm, fn);
 }
 

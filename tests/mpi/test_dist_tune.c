@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <mpi.h>
@@ -52,10 +53,33 @@ static void test_algorithm(void **state)
     kiln_comm_free(c);
 }
 
+/* A communicator from the caller's: MPI_COMM_SELF makes one of a single
+   rank; MPI_COMM_NULL is refused by name (MPI_Comm_dup would call the
+   fatal error handler). */
+static void test_from_user_communicator(void **state)
+{
+    (void)state;
+    kiln_comm *world = kiln_comm_world(); /* initialises MPI */
+    assert_non_null(world);
+    MPI_Comm self = MPI_COMM_SELF, null = MPI_COMM_NULL;
+    kiln_comm *c = kiln_comm_from_mpi(&self);
+    assert_non_null(c);
+    assert_int_equal(kiln_comm_size(c), 1);
+    assert_int_equal(kiln_comm_rank(c), 0);
+    double v = 2.5;
+    assert_int_equal(kiln_comm_allreduce_sum(c, &v, 1), KILN_OK);
+    assert_true(v == 2.5);
+    kiln_comm_free(c);
+    assert_null(kiln_comm_from_mpi(&null));
+    assert_non_null(strstr(kiln_last_error(), "MPI_COMM_NULL"));
+    kiln_comm_free(world);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algorithm),
+        cmocka_unit_test(test_from_user_communicator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
