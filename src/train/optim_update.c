@@ -322,10 +322,33 @@ static void gather_updates(builder *b, kiln_node **vars, int n,
     }
 }
 
-/* Adds the update of vars (their gradients in grads, overwritten) and
-   returns the doall of every assignment, or the poison node. */
+/* With a gradient sync and no sharding, the variables in the order
+   backward makes their gradients (ready[i], the node id of vars[i]'s
+   gradient before the sync hooked it): the updates of the buckets summed
+   first run while the last ones are still being summed, rather than
+   waiting first for the last.  NULL otherwise (or out of memory): the
+   variables' own order. */
+static const int *update_order(builder *b, const int *ready, int n,
+                               const shards *sh)
+{
+    if (!ready || !b->o->s->sync || sh->on)
+        return NULL;
+    int *order = kiln_graph_alloc(b->g, (size_t)n * sizeof *order);
+    for (int i = 0; order && i < n; i++) {
+        int j = i;
+        for (; j > 0 && ready[order[j - 1]] > ready[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    return order;
+}
+
+/* Adds the update of vars (their gradients in grads, overwritten; ready
+   as update_order's, or NULL) and returns the doall of every assignment,
+   or the poison node. */
 static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
-                               kiln_node **vars, kiln_node **grads, int n)
+                               kiln_node **vars, kiln_node **grads,
+                               const int *ready, int n)
 {
     const kiln_optim_options *op = &o->o;
     char buf[STATE_NAME_MAX];
@@ -363,7 +386,9 @@ static kiln_node *build_update(kiln_optimizer *o, kiln_graph *g,
     shards sh;
     if (find_shards(b, vars, n, &sh) < 0)
         return &g->poison;
-    for (int i = 0; i < n && g->status == KILN_OK; i++) {
+    const int *order = update_order(b, ready, n, &sh);
+    for (int k = 0; k < n && g->status == KILN_OK; k++) {
+        int i = order ? order[k] : k;
         kiln_node *p = vars[i], *gr = grads[i];
         if (sh.on) {
             if (sh.lo[i] == sh.hi[i]) {
@@ -441,7 +466,7 @@ kiln_status kiln_optimizer_update(kiln_optimizer *o, kiln_graph *g)
                                "%s: the loss depends on no trainable variable",
                                fn);
     } else if ((st = sync_gradients(s, g, grads, n)) == KILN_OK) {
-        build_update(o, g, vars, grads, n);
+        build_update(o, g, vars, grads, NULL, n);
         st = g->status != KILN_OK
                  ? kiln_session_fail(s, g->status, "%s: %s", fn, g->err)
                  : kiln_forward(s, g);
@@ -487,9 +512,12 @@ kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
                 vars[n] = wrt[i];
                 grads[n++] = adj[wrt[i]->id];
             }
+        int *ready = n ? kiln_graph_alloc(g, (size_t)n * sizeof *ready) : NULL;
+        for (int i = 0; ready && i < n; i++)
+            ready[i] = grads[i]->id;
         if (n && o->s->sync)
             o->s->sync->build(o->s->sync->ctx, g, vars, grads, n);
-        out = n ? build_update(o, g, vars, grads, n)
+        out = n ? build_update(o, g, vars, grads, ready, n)
                 : kiln_graph_fail(
                       g, KILN_ERR_ARG,
                       "%s: loss %%%d depends on no trainable variable", fn,
