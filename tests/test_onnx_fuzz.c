@@ -31,6 +31,10 @@ static const fuzz_case cases[] = {
     {"fuzz_unnamed_output", KILN_ERR_IO, "input 'n1' is not defined", ALL_NAN},
     /* Resize by a scale of -inf: converted to an integer size (UBSan). */
     {"fuzz_resize_inf_scale", KILN_ERR_ARG, "bad size on axis", ALL_NAN},
+    /* Upsample of a [1,2,3,4] input by 2.7e8: the weights of an axis were
+       allocated (4 GiB) before any limit. */
+    {"fuzz_resize_huge_scale", KILN_ERR_UNSUPPORTED,
+     "resizing axis 1 from 2 to 536870912 points", ALL_NAN},
 };
 
 static void check_out(const fuzz_case *c, const kiln_tensor *t)

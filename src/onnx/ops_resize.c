@@ -12,6 +12,11 @@
 
 #include "onnx/onnx_internal.h"
 
+/* Most elements of one axis's W (64 MiB): W is dense, so a tiny model
+   asking for a huge scale would otherwise allocate and fill gigabytes
+   while loading. */
+#define MAX_WEIGHTS ((int64_t)1 << 24)
+
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
 enum { C_HALF_PIXEL, C_ASYMMETRIC, C_ALIGN_CORNERS, C_PYTORCH_HALF_PIXEL };
 enum { N_PREFER_FLOOR, N_PREFER_CEIL, N_FLOOR, N_CEIL };
@@ -159,6 +164,13 @@ static kiln_node *resize_axis(ox_ctx *c, const ox_node *n, kiln_node *x,
 {
     kiln_shape s = kiln_node_shape(x);
     int64_t in = s.d[axis], pre = 1, post = 1;
+    if (out > MAX_WEIGHTS / in)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "resizing axis %d from %lld to %lld points needs "
+                          "a weight matrix over %lld elements",
+                          axis, (long long)in, (long long)out,
+                          (long long)MAX_WEIGHTS),
+               NULL;
     float *w = calloc((size_t)(out * in) + 1, sizeof *w);
     if (!w)
         return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
