@@ -187,7 +187,10 @@ kiln_tensor *kiln_function_new_output(const kiln_function *f, int i);
    one line per kernel call.
    KILN_ERR_ARG (kiln_last_error) on NULL arguments. */
 kiln_status kiln_function_print(const kiln_function *f, FILE *out);
-/* Frees a function (also freed with its session).  NULL is a no-op. */
+/* Frees a function (also freed with its session).  NULL, or a function
+   already freed either way, is a no-op; the other calls taking a function
+   refuse a freed one (kiln_run and kiln_function_print with
+   KILN_ERR_STATE, kiln_last_error). */
 void kiln_function_free(kiln_function *f);
 
 /* ---------------------------------------------- compiler */
@@ -333,7 +336,8 @@ const float *kiln_node_value_f32(kiln_session *s, const kiln_node *n);
 const float *kiln_node_grad_f32(kiln_session *s, const kiln_node *n);
 /* Plain SGD on every trainable variable of g after kiln_backward:
    v -= lr * grad.  KILN_ERR_STATE without gradients, or with gradients an
-   input fed since made stale. */
+   input fed since made stale; KILN_ERR_ARG for a NaN or infinite lr
+   (nothing changes). */
 kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr);
 
 /* ---------------------------------------------- workspace and checkpointing */

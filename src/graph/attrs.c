@@ -72,11 +72,14 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 uint64_t kiln_attrs_hash(const kiln_node *n, uint64_t h)
 {
     const kiln_attrs *x = &n->at;
-    int v[6] = {has(n, KILN_ATTR_AXES) ? (int)x->axes : 0,
+    /* depth and strict apart: 2 * depth overflows for a depth near
+       INT_MAX */
+    int v[7] = {has(n, KILN_ATTR_AXES) ? (int)x->axes : 0,
                 has(n, KILN_ATTR_KEEPDIMS) ? x->keepdims : 0,
                 has(n, KILN_ATTR_AXIS) ? x->axis : 0,
                 has(n, KILN_ATTR_TRANS) ? 2 * x->trans_a + x->trans_b : 0,
-                has(n, KILN_ATTR_DEPTH) ? 2 * x->depth + x->strict : 0,
+                has(n, KILN_ATTR_DEPTH) ? x->depth : 0,
+                has(n, KILN_ATTR_DEPTH) ? x->strict : 0,
                 has(n, KILN_ATTR_CAUSAL) ? x->causal : 0};
     h = hash_bytes(h, v, sizeof v);
     size_t nd = (size_t)in_dims(n);

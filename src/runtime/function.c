@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "graph/clone.h"
+#include "runtime/live.h"
 #include "runtime/variant.h"
 
 /* Sizes kept at once: an epoch's batch and its last partial batch, an
@@ -274,6 +275,26 @@ static kiln_variant *first_variant(kiln_function *f,
     return kiln_variant_new(f->s, &u, size, opt, "kiln_compile");
 }
 
+/* Frees f, also one never made live (a compile that failed). */
+static void destroy(kiln_function *f)
+{
+    if (f->owner)
+        *f->owner = NULL;
+    kiln_session *s = f->s;
+    for (int i = 0; s && i < s->n_funcs; i++) {
+        if (s->funcs[i] == f) {
+            s->funcs[i] = s->funcs[--s->n_funcs];
+            break;
+        }
+    }
+    for (int i = 0; i < f->n_cache; i++)
+        kiln_variant_free(f->cache[i]);
+    kiln_unit_free(&f->base);
+    free(f->ids);
+    free(f->pipeline);
+    free(f);
+}
+
 kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
                                kiln_node *const *outputs, int n_out,
                                kiln_node *const *inputs, int n_in,
@@ -300,7 +321,13 @@ kiln_function *kiln_compile_ex(kiln_session *s, kiln_graph *g,
     if (extract(f, g, outputs, n_out, inputs, n_in) != KILN_OK ||
         keep_options(f, opt) != KILN_OK || !(f->last = first_variant(f, opt))) {
         f->s = NULL;
-        kiln_function_free(f);
+        destroy(f);
+        return NULL;
+    }
+    if (kiln_function_live_add(f) != 0) {
+        f->s = NULL;
+        destroy(f);
+        kiln_session_fail(s, KILN_ERR_MEMORY, "kiln_compile: out of memory");
         return NULL;
     }
     f->cache[f->n_cache++] = f->last;
@@ -323,23 +350,10 @@ void kiln_function_set_owner(kiln_function *f, kiln_function **owner)
 
 void kiln_function_free(kiln_function *f)
 {
-    if (!f)
+    if (!f || !kiln_function_live(f, "kiln_function_free"))
         return;
-    if (f->owner)
-        *f->owner = NULL;
-    kiln_session *s = f->s;
-    for (int i = 0; s && i < s->n_funcs; i++) {
-        if (s->funcs[i] == f) {
-            s->funcs[i] = s->funcs[--s->n_funcs];
-            break;
-        }
-    }
-    for (int i = 0; i < f->n_cache; i++)
-        kiln_variant_free(f->cache[i]);
-    kiln_unit_free(&f->base);
-    free(f->ids);
-    free(f->pipeline);
-    free(f);
+    kiln_function_live_remove(f);
+    destroy(f);
 }
 
 static kiln_status check_tensor(kiln_session *s, const kiln_node *n,
@@ -432,6 +446,8 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
 {
     if (!f)
         return kiln_null_arg("kiln_run", "function");
+    if (!kiln_function_live(f, "kiln_run"))
+        return KILN_ERR_STATE;
     kiln_session *s = f->s;
     kiln_session_begin(s, "kiln_run");
     int64_t size;
@@ -468,6 +484,8 @@ kiln_status kiln_run(kiln_function *f, kiln_tensor *const *in,
 
 kiln_tensor *kiln_function_new_output(const kiln_function *f, int i)
 {
+    if (f && !kiln_function_live(f, "kiln_function_new_output"))
+        return NULL;
     if (!f || i < 0 || i >= f->n_out) {
         kiln_set_last_error("kiln_function_new_output: no output %d", i);
         return NULL;
@@ -478,23 +496,31 @@ kiln_tensor *kiln_function_new_output(const kiln_function *f, int i)
 
 size_t kiln_function_memory(const kiln_function *f)
 {
-    return f ? f->last->arena_bytes : 0;
+    return f && kiln_function_live(f, "kiln_function_memory")
+               ? f->last->arena_bytes
+               : 0;
 }
 
 size_t kiln_function_memory_unplanned(const kiln_function *f)
 {
-    return f ? f->last->unplanned_bytes : 0;
+    return f && kiln_function_live(f, "kiln_function_memory_unplanned")
+               ? f->last->unplanned_bytes
+               : 0;
 }
 
 int kiln_function_num_kernels(const kiln_function *f)
 {
-    return f ? f->last->n_steps : -1;
+    return f && kiln_function_live(f, "kiln_function_num_kernels")
+               ? f->last->n_steps
+               : -1;
 }
 
 kiln_status kiln_function_print(const kiln_function *f, FILE *out)
 {
     if (!f || !out)
         return kiln_null_arg("kiln_function_print", f ? "stream" : "function");
+    if (!kiln_function_live(f, "kiln_function_print"))
+        return KILN_ERR_STATE;
     kiln_variant_print(f->last, out);
     return KILN_OK;
 }

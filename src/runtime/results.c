@@ -1,5 +1,6 @@
 /* Results of dynamic runs: values and gradients as a session's run state
    holds them, and the plain SGD step on them. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,10 @@ kiln_status kiln_sgd_step(kiln_session *s, kiln_graph *g, float lr)
         return KILN_ERR_ARG;
     if (!g)
         return kiln_session_fail(s, KILN_ERR_ARG, "%s: graph is NULL", fn);
+    /* a NaN or infinite rate would write NaN into every variable */
+    if (!isfinite(lr))
+        return kiln_session_fail(s, KILN_ERR_ARG, "%s: lr is %g, not finite",
+                                 fn, (double)lr);
     kiln_node **vars = malloc((size_t)(2 * g->n_vars + 1) * sizeof *vars);
     if (!vars)
         return kiln_session_fail(s, KILN_ERR_MEMORY, "%s: out of memory", fn);
