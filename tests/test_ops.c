@@ -364,9 +364,12 @@ static int explicit_case(const char *name)
 }
 
 /* The index in TABLE of the op name names (exactly, or before a "_"), -1
-   when none. */
+   when none; an exact name wins (round_f16 is not round with a suffix). */
 static int table_op(const char *name)
 {
+    for (int i = 0; i < N_TABLE; i++)
+        if (!strcmp(name, TABLE[i].name))
+            return i;
     for (int i = 0; i < N_TABLE; i++) {
         size_t len = strlen(TABLE[i].name);
         if (!strncmp(name, TABLE[i].name, len) &&

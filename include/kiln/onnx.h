@@ -79,7 +79,8 @@ int kiln_onnx_output_type(const kiln_onnx_model *m, int i);
 int64_t kiln_onnx_opset(const kiln_onnx_model *m);
 
 /* Reads a serialized TensorProto (the .pb files of ONNX's test data) into a
-   new tensor: floats, doubles and bools as f32, integers as i32; *onnx_type
+   new tensor: floats, doubles, float16, bfloat16 and bools as f32,
+   integers as i32; *onnx_type
    (when not NULL) gets its ONNX element type.  NULL with kiln_last_error
    for an unreadable, malformed or unsupported tensor or an integer that
    does not fit i32. */

@@ -9,6 +9,10 @@
 #ifndef KILN_CPU_SCALAR_H
 #define KILN_CPU_SCALAR_H
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 static inline float kiln_s_max(float x, float y)
 {
     return (x >= y || x != x) ? x : y;
@@ -39,6 +43,39 @@ static inline float kiln_s_sigmoid(float x, float e)
 static inline int kiln_s_argmax_better(float v, float best)
 {
     return best == best && (v > best || v != v);
+}
+
+/* x rounded to IEEE half precision (float16) and held in f32: to nearest,
+   ties to even, as numpy's and torch's casts; half's subnormals (quantum
+   2^-24) below 2^-14, +-inf from 65520 up, NaN kept. */
+static inline float kiln_s_round_f16(float x)
+{
+    float a = fabsf(x);
+    if (!(a < 65520.0f))
+        return a == a ? copysignf(INFINITY, x) : x;
+    if (a < 6.103515625e-05f)
+        return copysignf(rintf(a * 16777216.0f) * 5.9604644775390625e-08f, x);
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    /* drop the 13 low mantissa bits, adding half of them less one plus the
+       kept last bit: ties go to the even neighbour */
+    u = (u + 0x0FFFu + ((u >> 13) & 1u)) & ~0x1FFFu;
+    memcpy(&a, &u, sizeof a);
+    return copysignf(a, x);
+}
+
+/* x rounded to bfloat16 (f32's 8 high mantissa bits) and held in f32: to
+   nearest, ties to even, as torch's casts; overflow to +-inf comes out of
+   the carry, NaN is kept (its payload may sit in the dropped bits). */
+static inline float kiln_s_round_bf16(float x)
+{
+    if (x != x)
+        return x;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 #endif

@@ -111,7 +111,9 @@ void ox_fold_floats(ox_node *n)
 void ox_fold_cast(ox_node *n, int to)
 {
     const ox_host *x = n->n_in > 0 && n->in[0] ? n->in[0]->known : NULL;
-    if (!x || n->out_known[0] || x->numel > FOLD_MAX)
+    /* values rounded to float16 / bfloat16 are left to the graph */
+    if (!x || n->out_known[0] || x->numel > FOLD_MAX || to == OX_FLOAT16 ||
+        to == OX_BFLOAT16)
         return;
     if (to == OX_FLOAT || to == OX_DOUBLE || to == OX_BOOL) {
         ox_host *h = host_floats(x->shape, to == OX_BOOL ? OX_BOOL : OX_FLOAT);

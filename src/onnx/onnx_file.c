@@ -125,6 +125,8 @@ int ox_type_supported(int type)
     case OX_INT64:
     case OX_UINT32:
     case OX_UINT64:
+    case OX_FLOAT16:
+    case OX_BFLOAT16:
         return 1;
     }
     return 0;
@@ -132,6 +134,5 @@ int ox_type_supported(int type)
 
 kiln_dtype ox_kiln_dtype(int type)
 {
-    return type == OX_FLOAT || type == OX_DOUBLE || type == OX_BOOL ? KILN_F32
-                                                                    : KILN_I32;
+    return ox_type_is_float(type) || type == OX_BOOL ? KILN_F32 : KILN_I32;
 }

@@ -21,6 +21,7 @@ enum {
     OX_DOUBLE = 11,
     OX_UINT32 = 12,
     OX_UINT64 = 13,
+    OX_BFLOAT16 = 16,
 };
 
 /* Largest model file read (protobuf's own limit is 2 GiB). */
@@ -46,6 +47,12 @@ int ox_type_supported(int type);
 /* The Kiln dtype of a supported ONNX type: f32 for floats and bools, i32
    for integers. */
 kiln_dtype ox_kiln_dtype(int type);
+/* float16 and bfloat16, held in f32 (half.c): the value of a half /
+   bfloat16 bit pattern (exact); 1 for the float types (float, double,
+   float16, bfloat16). */
+float ox_half_value(uint16_t h);
+float ox_bfloat16_value(uint16_t h);
+int ox_type_is_float(int type);
 
 /* A tensor's values on the host: floats (and bools, as 0/1) in f, integers
    widened to int64 in i; exactly one is set (both NULL when numel is 0). */
@@ -173,6 +180,10 @@ kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
 /* x reversed along axis (a gather of known indices); NULL when out of
    memory. */
 kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis);
+
+/* x as f32 rounded to type to when that is float16 or bfloat16 (x itself
+   otherwise), as Cast does; the gradient passes straight through (half.c). */
+kiln_node *ox_round_to(ox_ctx *c, kiln_node *x, int to);
 
 /* The host copy of the values kiln_onnx_options.input_values gives the
    k-th graph input (name, of Kiln shape s and ONNX type), NULL when none

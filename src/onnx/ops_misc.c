@@ -105,7 +105,7 @@ static int conv_cast_like(ox_ctx *c, ox_node *n)
         kiln_node *z = kiln_eq(c->g, ox_f32(c, n, 0), kiln_scalar(c->g, 0));
         x = kiln_sub(c->g, kiln_scalar(c->g, 1), z);
     }
-    ox_out(c, n, x, to);
+    ox_out(c, n, ox_round_to(c, x, to), to);
     return 0;
 }
 

@@ -172,9 +172,9 @@ static int conv_cast(ox_ctx *c, ox_node *n)
         kiln_node *z = kiln_eq(c->g, ox_f32(c, n, 0), kiln_scalar(c->g, 0));
         x = kiln_sub(c->g, kiln_scalar(c->g, 1), z);
     }
-    ox_out(c, n, x, (int)to);
+    ox_out(c, n, ox_round_to(c, x, (int)to), (int)to);
     const ox_host *k = n->in[0] ? n->in[0]->known : NULL;
-    if (k && k->i && to != OX_FLOAT && to != OX_DOUBLE && to != OX_BOOL)
+    if (k && k->i && !ox_type_is_float((int)to) && to != OX_BOOL)
         n->out_known[0] = ox_host_ints(k->shape, k->i);
     ox_fold_cast(n, (int)to);
     return 0;

@@ -266,6 +266,14 @@ static int emit_other(sv_ctx *c, const kiln_node *n)
     }
 }
 
+/* Rounding to float16 / bfloat16 held in f32: a Cast there and back. */
+static void emit_round_to(sv_ctx *c, const kiln_node *n)
+{
+    int to = n->op == KILN_OP_ROUND_F16 ? OX_FLOAT16 : OX_BFLOAT16;
+    cast(c, cast(c, sv_name(c, n->in[0]), to, sv_temp(c, n, "narrow")),
+         OX_FLOAT, sv_name(c, n));
+}
+
 static void emit_op(sv_ctx *c, const kiln_node *n)
 {
     if (emit_same(c, n) || emit_compare(c, n) || emit_other(c, n))
@@ -276,6 +284,10 @@ static void emit_op(sv_ctx *c, const kiln_node *n)
         return;
     case KILN_OP_SILU:
         emit_silu(c, n);
+        return;
+    case KILN_OP_ROUND_F16:
+    case KILN_OP_ROUND_BF16:
+        emit_round_to(c, n);
         return;
     case KILN_OP_SUM:
     case KILN_OP_RMAX:

@@ -21,6 +21,8 @@ static size_t raw_size(int type)
         return 1;
     case OX_UINT16:
     case OX_INT16:
+    case OX_FLOAT16:
+    case OX_BFLOAT16:
         return 2;
     case OX_FLOAT:
     case OX_INT32:
@@ -46,6 +48,11 @@ static double raw_float(const unsigned char *p, int type, int64_t k)
         double v;
         memcpy(&v, p + 8 * k, 8);
         return v;
+    }
+    if (type == OX_FLOAT16 || type == OX_BFLOAT16) {
+        uint16_t v;
+        memcpy(&v, p + 2 * k, 2);
+        return type == OX_FLOAT16 ? ox_half_value(v) : ox_bfloat16_value(v);
     }
     return p[k] != 0; /* bool */
 }
@@ -94,7 +101,7 @@ static int64_t raw_int(const unsigned char *p, int type, int64_t k)
 
 static int is_float_type(int type)
 {
-    return type == OX_FLOAT || type == OX_DOUBLE || type == OX_BOOL;
+    return ox_type_is_float(type) || type == OX_BOOL;
 }
 
 static int fail(char *err, size_t n, const char *fmt, const char *a)
@@ -156,6 +163,12 @@ static void from_typed(ox_host *h, const Onnx__TensorProto *t)
             break;
         case OX_BOOL:
             h->f[k] = t->int32_data[k] != 0;
+            break;
+        case OX_FLOAT16: /* the bits, in int32_data */
+            h->f[k] = ox_half_value((uint16_t)t->int32_data[k]);
+            break;
+        case OX_BFLOAT16:
+            h->f[k] = ox_bfloat16_value((uint16_t)t->int32_data[k]);
             break;
         case OX_INT64:
             h->i[k] = t->int64_data[k];

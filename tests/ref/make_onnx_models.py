@@ -227,12 +227,11 @@ def unsupported():
                          domain="com.example"),
         helper.make_node("LeakyRelu", ["a"], ["d"], "leaky", alpha=0.1,
                          bogus=3),
-        helper.make_node("Add", ["a", "half"], ["e"], "addhalf"),
+        helper.make_node("Add", ["a", "cplx"], ["e"], "addcplx"),
     ]
-    half = helper.make_tensor("half", TensorProto.FLOAT16, [1],
-                              np.array([0.5], np.float16).view(np.uint16))
+    cplx = helper.make_tensor("cplx", TensorProto.COMPLEX64, [1], [0.5 + 1j])
     outs = [f32(n, [2, 3]) for n in "bcde"]
-    m = model(nodes, [f32("x", [2, 3])], outs, [half])
+    m = model(nodes, [f32("x", [2, 3])], outs, [cplx])
     save_unchecked(m, "unsupported")
 
 

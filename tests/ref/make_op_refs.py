@@ -288,5 +288,17 @@ case("asin", [U((3, 4), -0.99, 0.99)], torch.asin)
 case("acos", [U((3, 4), -0.99, 0.99)], torch.acos)
 case("atan", [U((3, 4), -6, 6)], torch.atan)
 case("gelu_tanh", [U((3, 5), -6, 6)], lambda x: F.gelu(x, approximate="tanh"))
+# ties to even at both precisions (1 + 2^-11 and 1 + 3 2^-11 for half,
+# 1 + 2^-8 and 1 + 3 2^-8 for bfloat16), half's subnormals, its overflow at
+# 65520 and bfloat16's at the top of f32
+hx = U((4, 4), -3, 3)
+hx[0] = [1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), 1 + 2**-11 + 2**-20]
+hx[1] = [3e-7, -4.5e-6, 6.1e-5, 2**-25]
+hx[2] = [65519.0, 65520.0, -70000.0, 65504.0]
+case("round_f16", [hx], lambda x: x.half().float())
+bx = U((4, 4), -3, 3)
+bx[0] = [1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 1 + 2**-8 + 2**-20]
+bx[1] = [1e-40, -3e38, 3.4e38, 0.1]
+case("round_bf16", [bx], lambda x: x.bfloat16().float())
 
 write_all()
