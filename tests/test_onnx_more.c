@@ -77,11 +77,24 @@ static void test_half_export(void **state)
     kiln_graph_free(g);
 }
 
+/* Slice with steps: backward over a whole axis, forward by 2, backward by 2
+   from a start past the end, a negative axis, and the extreme int64 steps
+   (one position each); values, gradients (an index add) and finite
+   differences.  A step of 0 is refused naming the node. */
+static void test_slice_steps(void **state)
+{
+    (void)state;
+    check_model("more_slice", TOL, 1);
+    check_model("more_slice_extreme", TOL, 1);
+    refused("bad_slice_step0", KILN_ERR_ARG, "(Slice): axis 0: step 0", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_half_export),
+        cmocka_unit_test(test_slice_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

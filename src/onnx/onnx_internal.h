@@ -185,6 +185,11 @@ kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis);
    otherwise), as Cast does; the gradient passes straight through (half.c). */
 kiln_node *ox_round_to(ox_ctx *c, kiln_node *x, int to);
 
+/* Slice's output when some step is not 1 (slice_steps.c): arg holds the
+   starts, ends and axes (NULL: 0, 1, ...), cnt of each; -1 recorded. */
+int ox_slice_steps(ox_ctx *c, ox_node *n, const int64_t *const arg[3],
+                   const int64_t *steps, int64_t cnt);
+
 /* The host copy of the values kiln_onnx_options.input_values gives the
    k-th graph input (name, of Kiln shape s and ONNX type), NULL when none
    is given (or floats too many to keep) or, with a recorded problem, when

@@ -194,9 +194,9 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 }
 
 /* Slice's starts, ends and axes: attributes before opset 10, inputs from
-   it (steps must be 1). */
+   it; *steps the steps input (NULL when absent). */
 static int slice_args(ox_ctx *c, ox_node *n, const int64_t *arg[3],
-                      int64_t cnt[3])
+                      int64_t cnt[3], const int64_t **steps)
 {
     static const char *const names[3] = {"starts", "ends", "axes"};
     for (int k = 0; k < 3; k++) {
@@ -215,15 +215,18 @@ static int slice_args(ox_ctx *c, ox_node *n, const int64_t *arg[3],
         arg[k] = h->i;
         cnt[k] = h->numel;
     }
+    *steps = NULL;
     if (c->opset >= 10 && n->n_in > 4 && n->in[4]) {
         const ox_host *st = ox_known_ints(c, n, 4);
         if (!st)
             return -1;
+        if (st->numel != cnt[0])
+            return ox_problem(c, n, KILN_ERR_ARG, "%lld steps for %lld starts",
+                              (long long)st->numel, (long long)cnt[0]),
+                   -1;
         for (int64_t k = 0; k < st->numel; k++)
             if (st->i[k] != 1)
-                return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                                  "steps other than 1"),
-                       -1;
+                *steps = st->i;
     }
     if (cnt[0] != cnt[1] || (arg[2] && cnt[2] != cnt[0]))
         return ox_problem(c, n, KILN_ERR_ARG,
@@ -235,10 +238,12 @@ static int slice_args(ox_ctx *c, ox_node *n, const int64_t *arg[3],
 
 static int conv_slice(ox_ctx *c, ox_node *n)
 {
-    const int64_t *arg[3];
+    const int64_t *arg[3], *steps;
     int64_t cnt[3];
-    if (slice_args(c, n, arg, cnt))
+    if (slice_args(c, n, arg, cnt, &steps))
         return -1;
+    if (steps)
+        return ox_slice_steps(c, n, arg, steps, cnt[0]);
     kiln_node *x = ox_in(c, n, 0);
     kiln_shape s = kiln_node_shape(x);
     int64_t start[KILN_MAX_DIMS], stop[KILN_MAX_DIMS];

@@ -9,6 +9,9 @@ loader must refuse with a message.
               stored in raw_data, one in int32_data), Cast to bfloat16 and
               back: x.half().float() * w, then .bfloat16().float(); the
               gradient passes the casts straight through as PyTorch's does.
+  more_slice, more_slice_extreme
+              Slice with negative and strided steps, starts and ends past
+              the ends, the extreme int64 steps.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -65,6 +68,49 @@ def half_model():
     write_refs("more_half", [("x", x)], [("y", y), ("dx", dx)])
 
 
+def i64_init(name, v):
+    return helper.make_tensor(name, TensorProto.INT64, [len(v)], v)
+
+
+def slice_model(name, shape, starts, ends, axes, steps):
+    """Slice of x by known starts, ends, axes and steps; y from Python's
+    own slicing, dx from torch.index_select at the positions it takes."""
+    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    inits = [i64_init("starts", starts), i64_init("ends", ends),
+             i64_init("axes", axes), i64_init("steps", steps)]
+    node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"],
+                            ["y"])
+    index = [slice(None)] * len(shape)
+    for b, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(b, e, st)
+    y = x[tuple(index)]
+    m = model([node], [f32("x", list(shape))], [f32("y", list(y.shape))],
+              inits)
+    save(m, name)
+
+    def taken(t):
+        for a in range(len(shape)):
+            pos = np.arange(shape[a])[index[a]]
+            t = torch.index_select(t, a, torch.tensor(pos.copy(), dtype=torch.long))
+        return t
+    ty, dx = torch_ref(taken, x)
+    assert np.array_equal(ty, y)
+    write_refs(name, [("x", x)], [("y", y), ("dx", dx)])
+
+
+INT64_MAX, INT64_MIN = 2**63 - 1, -2**63
+
+
+def slice_models():
+    # backward whole, forward by 2, backward by 2 from past the end, and
+    # a negative axis
+    slice_model("more_slice", (4, 5, 6, 3), [-1, 0, 100, 2],
+                [INT64_MIN, 5, 0, -4], [0, 1, 2, -1], [-1, 2, -2, -1])
+    # the extreme steps the file may hold: one position each
+    slice_model("more_slice_extreme", (3, 4), [INT64_MAX, INT64_MIN],
+                [INT64_MIN, INT64_MAX], [0, 1], [INT64_MIN, INT64_MAX])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -73,7 +119,14 @@ def bad_models():
     m = model([helper.make_node("Mul", ["x", "w"], ["y"])],
               [f32("x", [2])], [f32("y", [2])], [short])
     save_unchecked(m, "bad_half_raw")
+    # a step of 0
+    m = model([helper.make_node("Slice", ["x", "b", "e", "a", "s"], ["y"])],
+              [f32("x", [4])], [f32("y", [4])],
+              [i64_init("b", [0]), i64_init("e", [4]), i64_init("a", [0]),
+               i64_init("s", [0])])
+    save_unchecked(m, "bad_slice_step0")
 
 
 half_model()
+slice_models()
 bad_models()
