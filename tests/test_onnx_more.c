@@ -89,12 +89,25 @@ static void test_slice_steps(void **state)
     refused("bad_slice_step0", KILN_ERR_ARG, "(Slice): axis 0: step 0", NULL);
 }
 
+/* ScatterND with reduction 'mul', a row updated three times by updates
+   computed from x: the product in index order, the gradient reaching x
+   both as data and through the updates; a row updated 100 times is
+   refused. */
+static void test_scatter_mul(void **state)
+{
+    (void)state;
+    check_model("more_scatter_mul", TOL, 1);
+    refused("bad_scatter_mul_repeat", KILN_ERR_UNSUPPORTED,
+            "(ScatterND): reduction 'mul' with a row updated 100 times", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_half_export),
         cmocka_unit_test(test_slice_steps),
+        cmocka_unit_test(test_scatter_mul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

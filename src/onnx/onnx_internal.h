@@ -189,6 +189,11 @@ kiln_node *ox_round_to(ox_ctx *c, kiln_node *x, int to);
    starts, ends and axes (NULL: 0, 1, ...), cnt of each; -1 recorded. */
 int ox_slice_steps(ox_ctx *c, ox_node *n, const int64_t *const arg[3],
                    const int64_t *steps, int64_t cnt);
+/* ScatterND's reduction 'mul' of flat ([rows, rest...]) by u ([count,
+   rest...]) at the rows row (scatter_mul.c); NULL with a recorded
+   problem. */
+kiln_node *ox_scatter_mul(ox_ctx *c, const ox_node *n, kiln_node *flat,
+                          kiln_node *u, const int32_t *row, int64_t count);
 
 /* The host copy of the values kiln_onnx_options.input_values gives the
    k-th graph input (name, of Kiln shape s and ONNX type), NULL when none

@@ -86,8 +86,8 @@ static int conv_gather_nd(ox_ctx *c, ox_node *n)
     return 0;
 }
 
-/* Updates written (reduction none: where the scattered ones land) or
-   added (add) into the rows. */
+/* Updates written (reduction none: where the scattered ones land), added
+   (add) or multiplied (mul, scatter_mul.c) into the rows. */
 static int conv_scatter_nd(ox_ctx *c, ox_node *n)
 {
     char red[8];
@@ -97,20 +97,26 @@ static int conv_scatter_nd(ox_ctx *c, ox_node *n)
     kiln_shape ds = kiln_node_shape(x);
     if (ox_attr_string(c, n, "reduction", "none", red, sizeof red))
         return -1;
-    if (strcmp(red, "none") && strcmp(red, "add"))
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul"))
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "reduction '%s'", red),
                -1;
     if (nd_index(c, n, ds, 0, &r))
         return -1;
-    kiln_node *idx = kiln_constant(g, KILN_I32, KILN_SHAPE(r.count), r.row);
+    int mul = !strcmp(red, "mul");
     kiln_shape us = r.flat;
     us.d[0] = r.count;
-    free(r.row);
-    kiln_node *flat = kiln_reshape(g, x, r.flat), *y;
+    kiln_node *flat = kiln_reshape(g, x, r.flat), *y = NULL;
     u = kiln_reshape(g, u, us);
+    kiln_node *idx =
+        mul ? NULL : kiln_constant(g, KILN_I32, KILN_SHAPE(r.count), r.row);
+    if (mul)
+        y = ox_scatter_mul(c, n, flat, u, r.row, r.count);
+    free(r.row);
+    if (mul && !y)
+        return -1;
     if (!strcmp(red, "add"))
         y = kiln_index_add(g, flat, 0, idx, u);
-    else {
+    else if (!mul) {
         kiln_node *zero = kiln_fill(g, r.flat, 0);
         kiln_node *hit = kiln_index_add(g, zero, 0, idx, kiln_fill(g, us, 1));
         y = kiln_select(g, hit, kiln_index_add(g, zero, 0, idx, u), flat);

@@ -12,6 +12,8 @@ loader must refuse with a message.
   more_slice, more_slice_extreme
               Slice with negative and strided steps, starts and ends past
               the ends, the extreme int64 steps.
+  more_scatter_mul
+              ScatterND with reduction 'mul', a row updated three times.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -111,6 +113,37 @@ def slice_models():
                 [INT64_MIN, INT64_MAX], [0, 1], [INT64_MIN, INT64_MAX])
 
 
+def scatter_mul_model():
+    """ScatterND(x, rows, u, reduction='mul') with u = Gather(x) * w: row 1
+    updated three times, so the gradient reaches x by both ways."""
+    x = rng.uniform(-2, 2, (5, 3)).astype(np.float32)
+    rows = [1, 3, 1, 0, 1]
+    pick = [2, 4, 0, 1, 2]
+    w = rng.uniform(-1.5, 1.5, (5, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["x", "pick"], ["g"], axis=0),
+        helper.make_node("Mul", ["g", "w"], ["u"]),
+        helper.make_node("ScatterND", ["x", "rows", "u"], ["y"],
+                         reduction="mul"),
+    ]
+    inits = [helper.make_tensor("rows", TensorProto.INT64, [5, 1], rows),
+             i64_init("pick", pick),
+             helper.make_tensor("w", TensorProto.FLOAT, [5, 3],
+                                w.ravel().tolist())]
+    m = model(nodes, [f32("x", [5, 3])], [f32("y", [5, 3])], inits, opset=16)
+    save(m, "more_scatter_mul")
+    wt = torch.tensor(w)
+
+    def scatter(t):
+        u = t[pick] * wt
+        out = list(t)
+        for k, r in enumerate(rows):
+            out[r] = out[r] * u[k]
+        return torch.stack(out)
+    y, dx = torch_ref(scatter, x)
+    write_refs("more_scatter_mul", [("x", x)], [("y", y), ("dx", dx)])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -125,8 +158,16 @@ def bad_models():
               [i64_init("b", [0]), i64_init("e", [4]), i64_init("a", [0]),
                i64_init("s", [0])])
     save_unchecked(m, "bad_slice_step0")
+    # one row updated 100 times by 'mul'
+    m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"],
+                                reduction="mul")],
+              [f32("x", [4, 2]), f32("u", [100, 2])], [f32("y", [4, 2])],
+              [helper.make_tensor("i", TensorProto.INT64, [100, 1],
+                                  [0] * 100)], opset=16)
+    save_unchecked(m, "bad_scatter_mul_repeat")
 
 
 half_model()
 slice_models()
+scatter_mul_model()
 bad_models()
