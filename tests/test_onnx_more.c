@@ -101,13 +101,58 @@ static void test_scatter_mul(void **state)
             "(ScatterND): reduction 'mul' with a row updated 100 times", NULL);
 }
 
+/* det of a zero column is 0 exactly, of two equal rows 0 to rounding. */
+static void check_singular(void)
+{
+    kiln_graph *g = kiln_graph_new();
+    kiln_onnx_model *m = NULL;
+    assert_int_equal(load(g, "more_det", NULL, &m), KILN_OK);
+    float xv[48], yv[3];
+    for (int k = 0; k < 48; k++)
+        xv[k] = (float)((k * 7) % 11) - 5.0f;
+    for (int r = 0; r < 4; r++) {
+        xv[r * 4 + 2] = 0;                       /* matrix 0: column 2 */
+        xv[16 + 3 * 4 + r] = xv[16 + 1 * 4 + r]; /* matrix 1: rows 1, 3 */
+    }
+    kiln_node *x = kiln_onnx_input(m, 0), *y = kiln_onnx_output(m, 0);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_function *f = kiln_compile(s, g, &y, 1, &x, 1);
+    assert_non_null(f);
+    kiln_tensor *xt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(3, 4, 4), xv);
+    kiln_tensor *yt = kiln_tensor_wrap(KILN_F32, KILN_SHAPE(3), yv);
+    assert_int_equal(kiln_run(f, &xt, &yt), KILN_OK);
+    assert_true(yv[0] == 0.0f);
+    assert_true(fabsf(yv[1]) < 1e-4f);
+    assert_true(fabsf(yv[2]) > 1.0f);
+    kiln_tensor_free(xt);
+    kiln_tensor_free(yt);
+    kiln_session_free(s);
+    kiln_onnx_free(m);
+    kiln_graph_free(g);
+}
+
+/* Det of a batch of 4 x 4 matrices and of a 5 x 5 whose first pivot is 0:
+   torch.linalg.det's values and gradients (det X X^-T), finite
+   differences; singular matrices give 0; matrices that are not square or
+   too large to unroll are refused naming the node. */
+static void test_det(void **state)
+{
+    (void)state;
+    check_model("more_det", 1e-4, 1);
+    check_model("more_det_2d", 1e-4, 1);
+    check_singular();
+    refused("bad_det_shape", KILN_ERR_SHAPE,
+            "(Det): X [2,3,4] is not [..., M, M]", NULL);
+    refused("bad_det_huge", KILN_ERR_UNSUPPORTED, "(Det): matrices",
+            "at most 256 x 256");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half),
-        cmocka_unit_test(test_half_export),
-        cmocka_unit_test(test_slice_steps),
-        cmocka_unit_test(test_scatter_mul),
+        cmocka_unit_test(test_half),        cmocka_unit_test(test_half_export),
+        cmocka_unit_test(test_slice_steps), cmocka_unit_test(test_scatter_mul),
+        cmocka_unit_test(test_det),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@ loader must refuse with a message.
               the ends, the extreme int64 steps.
   more_scatter_mul
               ScatterND with reduction 'mul', a row updated three times.
+  more_det, more_det_2d
+              Det of a batch of matrices and of one needing a row swap.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -144,6 +146,25 @@ def scatter_mul_model():
     write_refs("more_scatter_mul", [("x", x)], [("y", y), ("dx", dx)])
 
 
+def det_models():
+    """Det of a batch of 4 x 4 matrices and of one 5 x 5 whose first pivot
+    is 0 (a swap is forced); torch.linalg.det's values and gradients."""
+    x = rng.uniform(-2, 2, (3, 4, 4)).astype(np.float32)
+    x[1] += 3 * np.eye(4, dtype=np.float32)
+    m = model([helper.make_node("Det", ["x"], ["y"])], [f32("x", [3, 4, 4])],
+              [f32("y", [3])], [])
+    save(m, "more_det")
+    y, dx = torch_ref(torch.linalg.det, x)
+    write_refs("more_det", [("x", x)], [("y", y), ("dx", dx)])
+    x = rng.uniform(-2, 2, (5, 5)).astype(np.float32)
+    x[0, 0] = 0
+    m = model([helper.make_node("Det", ["x"], ["y"])], [f32("x", [5, 5])],
+              [f32("y", [])], [])
+    save(m, "more_det_2d")
+    y, dx = torch_ref(torch.linalg.det, x)
+    write_refs("more_det_2d", [("x", x)], [("y", y), ("dx", dx)])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -165,9 +186,17 @@ def bad_models():
               [helper.make_tensor("i", TensorProto.INT64, [100, 1],
                                   [0] * 100)], opset=16)
     save_unchecked(m, "bad_scatter_mul_repeat")
+    # Det of matrices that are not square, and of huge ones
+    m = model([helper.make_node("Det", ["x"], ["y"])], [f32("x", [2, 3, 4])],
+              [f32("y", [2])], [])
+    save_unchecked(m, "bad_det_shape")
+    m = model([helper.make_node("Det", ["x"], ["y"])],
+              [f32("x", [100000, 100000])], [f32("y", [])], [])
+    save_unchecked(m, "bad_det_huge")
 
 
 half_model()
 slice_models()
 scatter_mul_model()
+det_models()
 bad_models()
