@@ -147,12 +147,28 @@ static void test_det(void **state)
             "at most 256 x 256");
 }
 
+/* MelWeightMatrix computed while loading (64-point DFT at 16 kHz, 10 bands
+   from 100 to 7000 Hz) applied to a power spectrum: ONNX's reference
+   formula's values, the product's gradient; bands past the spectrum and a
+   matrix of 10^12 elements are refused naming the node. */
+static void test_mel(void **state)
+{
+    (void)state;
+    check_model("more_mel", TOL, 1);
+    refused("bad_mel_edges", KILN_ERR_ARG,
+            "(MelWeightMatrix): the mel bands between 100 and 30000 Hz leave "
+            "the 33 DFT bins",
+            NULL);
+    refused("bad_mel_huge", KILN_ERR_ARG,
+            "(MelWeightMatrix): num_mel_bins 1e+06", "out of range");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),        cmocka_unit_test(test_half_export),
         cmocka_unit_test(test_slice_steps), cmocka_unit_test(test_scatter_mul),
-        cmocka_unit_test(test_det),
+        cmocka_unit_test(test_det),         cmocka_unit_test(test_mel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@ loader must refuse with a message.
               ScatterND with reduction 'mul', a row updated three times.
   more_det, more_det_2d
               Det of a batch of matrices and of one needing a row swap.
+  more_mel    MelWeightMatrix (ONNX's reference formula) applied to x.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -165,6 +166,56 @@ def det_models():
     write_refs("more_det_2d", [("x", x)], [("y", y), ("dx", dx)])
 
 
+def mel_matrix(mels, dft, rate, lo, hi):
+    """ONNX's reference (onnx/backend/test/case/node/melweightmatrix.py)."""
+    bins = dft // 2 + 1
+    fb = np.arange(0, mels + 2)
+    lo_mel = 2595 * np.log10(1 + np.float32(lo) / 700)
+    hi_mel = 2595 * np.log10(1 + np.float32(hi) / 700)
+    step = (hi_mel - lo_mel) / fb.shape[0]
+    fb = fb * step + lo_mel
+    fb = 700 * (np.power(10, (fb / 2595)) - 1)
+    fb = ((np.int32(dft) + 1) * fb) // np.int32(rate)
+    fb = fb.astype(int)
+    out = np.zeros((bins, mels))
+    for i in range(mels):
+        left, centre, right = fb[i], fb[i + 1], fb[i + 2]
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            for j in range(left, centre + 1):
+                out[j, i] = float(j - left) / float(centre - left)
+        if right > centre:
+            for j in range(centre, right):
+                out[j, i] = float(right - j) / float(right - centre)
+    return out.astype(np.float32)
+
+
+def mel_inits(mels, dft, rate, lo, hi):
+    return [helper.make_tensor("mels", TensorProto.INT64, [], [mels]),
+            helper.make_tensor("dft", TensorProto.INT64, [], [dft]),
+            helper.make_tensor("rate", TensorProto.INT64, [], [rate]),
+            helper.make_tensor("lo", TensorProto.FLOAT, [], [lo]),
+            helper.make_tensor("hi", TensorProto.FLOAT, [], [hi])]
+
+
+MEL_NODE = helper.make_node("MelWeightMatrix",
+                            ["mels", "dft", "rate", "lo", "hi"], ["w"])
+
+
+def mel_model():
+    """A power spectrum x [3, 33] times the mel filters of a 64-point DFT
+    at 16 kHz, 10 bands from 100 to 7000 Hz."""
+    w = mel_matrix(10, 64, 16000, 100.0, 7000.0)
+    x = rng.uniform(0, 2, (3, 33)).astype(np.float32)
+    nodes = [MEL_NODE, helper.make_node("MatMul", ["x", "w"], ["y"])]
+    m = model(nodes, [f32("x", [3, 33])], [f32("y", [3, 10])],
+              mel_inits(10, 64, 16000, 100.0, 7000.0), opset=17)
+    save(m, "more_mel")
+    y, dx = torch_ref(lambda t: t @ torch.tensor(w), x)
+    write_refs("more_mel", [("x", x)], [("y", y), ("dx", dx)])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -193,10 +244,19 @@ def bad_models():
     m = model([helper.make_node("Det", ["x"], ["y"])],
               [f32("x", [100000, 100000])], [f32("y", [])], [])
     save_unchecked(m, "bad_det_huge")
+    # mel bands past the spectrum, and a matrix of 10^12 elements
+    for name, args in (("bad_mel_edges", (10, 64, 16000, 100.0, 30000.0)),
+                       ("bad_mel_huge", (10**6, 2 * 10**6, 16000, 0.0,
+                                         8000.0))):
+        m = model([MEL_NODE, helper.make_node("Add", ["x", "w"], ["y"])],
+                  [f32("x", [1])], [f32("y", [1])], mel_inits(*args),
+                  opset=17)
+        save_unchecked(m, name)
 
 
 half_model()
 slice_models()
 scatter_mul_model()
 det_models()
+mel_model()
 bad_models()
