@@ -201,10 +201,8 @@ int char_lm_run(const char_lm_options *o)
         return 1;
     int leads = tool_dist_leads(&t.d);
     lm_corpus corpus;
-    if (lm_corpus_load(&corpus, o->corpus, o->context)) {
-        tool_dist_end(&t.d);
-        return 1;
-    }
+    if (lm_corpus_load(&corpus, o->corpus, o->context))
+        return tool_dist_finish(&t.d, 1);
     if (leads)
         printf("corpus: %s, %lld characters, vocabulary %d, %lld train / "
                "%lld validation\n",
@@ -228,6 +226,8 @@ int char_lm_run(const char_lm_options *o)
         bad = tool_dist_save(&t.d, t.s, o->save);
     if (!bad && leads)
         bad = lm_sample(t.s, &t.c, &corpus, o);
+    /* a failure of this rank alone ends the job, not a hang */
+    bad = tool_dist_finish(&t.d, bad);
     trainer_free(&t);
     lm_corpus_free(&corpus);
     return bad;

@@ -1,4 +1,5 @@
 /* The kiln command under mpirun: one rank of data-parallel training. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dist.h"
@@ -17,7 +18,7 @@ static int launched_by_mpirun(void)
 
 int tool_dist_begin(tool_dist *d)
 {
-    *d = (tool_dist){NULL, 0, 1};
+    *d = (tool_dist){NULL, 0, 1, 0};
     if (!launched_by_mpirun())
         return 0;
     if (!(d->comm = kiln_comm_world()))
@@ -25,6 +26,16 @@ int tool_dist_begin(tool_dist *d)
     d->rank = kiln_comm_rank(d->comm);
     d->size = kiln_comm_size(d->comm);
     return 0;
+}
+
+int tool_dist_finish(tool_dist *d, int rc)
+{
+    if (rc && !d->agreed) {
+        fflush(stdout);
+        tool_dist_abort(d);
+    }
+    tool_dist_end(d);
+    return rc;
 }
 
 void tool_dist_end(tool_dist *d)
@@ -52,8 +63,10 @@ int tool_dist_load(tool_dist *d, kiln_session *s, const char *path)
         return kiln_session_load(s, path) != KILN_OK
                    ? kiln_tool_fail("%s", kiln_session_error(s))
                    : 0;
-    if (kiln_comm_load_session(d->comm, s, path) != KILN_OK)
+    if (kiln_comm_load_session(d->comm, s, path) != KILN_OK) {
+        d->agreed = 1;
         return kiln_tool_fail("%s", kiln_comm_error(d->comm));
+    }
     return 0;
 }
 
@@ -63,17 +76,21 @@ int tool_dist_save(tool_dist *d, kiln_session *s, const char *path)
         return kiln_session_save(s, path) != KILN_OK
                    ? kiln_tool_fail("%s", kiln_session_error(s))
                    : 0;
-    if (kiln_comm_save_session(d->comm, s, path) != KILN_OK)
+    if (kiln_comm_save_session(d->comm, s, path) != KILN_OK) {
+        d->agreed = 1;
         return tool_dist_leads(d)
                    ? kiln_tool_fail("%s", kiln_comm_error(d->comm))
                    : 1;
+    }
     return 0;
 }
 
 int tool_dist_sync(tool_dist *d, kiln_session *s, const char *config)
 {
-    if (d->comm && kiln_comm_sync_session(d->comm, s, config) != KILN_OK)
+    if (d->comm && kiln_comm_sync_session(d->comm, s, config) != KILN_OK) {
+        d->agreed = 1;
         return kiln_tool_fail("rank %d: %s", d->rank, kiln_comm_error(d->comm));
+    }
     return 0;
 }
 

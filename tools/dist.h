@@ -8,11 +8,18 @@
 typedef struct tool_dist {
     kiln_comm *comm; /* NULL when the command runs alone */
     int rank, size;
+    int agreed; /* a failure every rank reported (tool_dist_end) */
 } tool_dist;
 
 /* Joins the ranks mpirun started, if it started this process; 0, or 1
    after printing an error (MPI missing from the build, MPI failed). */
 int tool_dist_begin(tool_dist *d);
+/* Leaves MPI.  After a failure (rc nonzero) of this rank alone, which the
+   others do not know of (they wait for it in a collective, and it would
+   wait for them in MPI_Finalize), first ends the whole job; a failure
+   every rank reported (start-up check, checkpoint load or save) ends
+   each rank normally.  Returns rc. */
+int tool_dist_finish(tool_dist *d, int rc);
 void tool_dist_end(tool_dist *d);
 /* 1 on the rank that prints and saves (rank 0, or the only process). */
 int tool_dist_leads(const tool_dist *d);

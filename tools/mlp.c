@@ -498,6 +498,8 @@ int mlp_train(const mlp_config *c)
     if ((c->save && save_model(&t, c)) || plot_failed)
         rc = 1;
 done:
+    /* a failure of this rank alone ends the job, not a hang */
+    rc = tool_dist_finish(&t.d, rc);
     trainer_free(&t);
     free(rows);
     kiln_dataset_free(&train);

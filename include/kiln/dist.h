@@ -103,11 +103,15 @@ int kiln_comm_zero1(const kiln_comm *c);
    session. */
 kiln_status kiln_comm_save_session(kiln_comm *c, kiln_session *s,
                                    const char *path);
-/* kiln_session_load on this rank, except that each whole state slot
-   ZeRO-1 shards gives s this rank's range of it: build (compile) the
-   training step first, so that the shards are known.  Errors as
-   kiln_session_load, also in kiln_comm_error; KILN_ERR_ARG when s is not
-   c's session. */
+/* kiln_session_load on every rank (collective), except that each whole
+   state slot ZeRO-1 shards gives s this rank's range of it: build
+   (compile) the training step first, so that the shards are known.  Every
+   rank reads and checks the file before any loads it: when one cannot (a
+   file missing or corrupt there), every rank returns KILN_ERR_IO naming
+   the lowest such rank and its reason ("kiln_comm_load_session: rank 1:
+   ..."), and no variable changes.  Also in kiln_comm_error; KILN_ERR_ARG
+   when s is not c's session (on that rank alone: call it on every rank
+   with c's session). */
 kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
                                    const char *path);
 

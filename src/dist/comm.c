@@ -18,6 +18,17 @@ kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     return st;
 }
 
+int dist_agree(kiln_comm *c, int ok, char *msg, int size)
+{
+    int mine = ok ? c->size : c->rank, low;
+    if (MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, c->comm) != MPI_SUCCESS)
+        return -2;
+    if (low == c->size)
+        return -1;
+    return MPI_Bcast(msg, size, MPI_CHAR, low, c->comm) == MPI_SUCCESS ? low
+                                                                       : -2;
+}
+
 const char *dist_mpi_error(int rc, char *buf, int size)
 {
     int len = 0;

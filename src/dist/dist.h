@@ -99,6 +99,10 @@ struct kiln_comm {
 /* Records c's error message (and kiln_last_error) and returns st. */
 kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     KILN_PRINTF(3, 4);
+/* Whether every rank is ok (collective): -1 when all are, else the
+   lowest rank that is not, whose msg (size bytes) every rank then holds
+   in msg; -2 when MPI fails. */
+int dist_agree(kiln_comm *c, int ok, char *msg, int size);
 /* The MPI error text of rc into buf. */
 const char *dist_mpi_error(int rc, char *buf, int size);
 

@@ -159,27 +159,60 @@ static kiln_tensor_list *as_held(kiln_comm *c, const kiln_tensor_list *l,
     return out;
 }
 
+/* The file as this rank's session would hold it (views into *file, which
+   the caller frees after it), checked against the session; NULL with the
+   reason in msg. */
+static kiln_tensor_list *read_checked(kiln_comm *c, kiln_session *s,
+                                      const char *path, kiln_tensor_list **file,
+                                      char *msg, int size)
+{
+    kiln_tensor_list *l = *file = path ? kiln_file_read(path) : NULL;
+    if (!l) {
+        snprintf(msg, (size_t)size, "%s",
+                 path ? kiln_last_error() : "path is NULL");
+        return NULL;
+    }
+    kiln_tensor_list *held = c->n_states ? as_held(c, l, path) : l;
+    if (!held) {
+        snprintf(msg, (size_t)size, "%s", c->err);
+        return NULL;
+    }
+    if (kiln_session_check_list(s, held, path) != KILN_OK) {
+        snprintf(msg, (size_t)size, "%s", kiln_session_error(s));
+        if (held != l)
+            kiln_tensor_list_free(held);
+        return NULL;
+    }
+    return held;
+}
+
+/* Every rank reads and checks the file before any loads it, and all agree:
+   a rank that cannot (a file missing or corrupt there) fails every rank
+   with its reason, no variable changed, rather than leaving the others
+   waiting for it in the next collective. */
 kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
                                    const char *path)
 {
     const char *fn = "kiln_comm_load_session";
     if (begin(c, s, fn) != KILN_OK)
         return KILN_ERR_ARG;
-    if (!c->n_states) /* nothing sharded: an ordinary load */
-        return kiln_session_load(s, path) == KILN_OK
-                   ? KILN_OK
-                   : dist_fail(c, KILN_ERR_IO, "%s", kiln_session_error(s));
-    kiln_tensor_list *l = path ? kiln_file_read(path) : NULL;
-    if (!l)
-        return dist_fail(c, KILN_ERR_IO, "%s: %s", fn,
-                         path ? kiln_last_error() : "path is NULL");
-    kiln_tensor_list *held = as_held(c, l, path);
+    char msg[KILN_ERRMSG_MAX] = "";
+    kiln_tensor_list *file = NULL, *held = read_checked(c, s, path, &file, msg,
+                                                        (int)sizeof msg);
     kiln_status st = KILN_OK;
-    if (!held)
-        st = kiln_session_fail(s, KILN_ERR_SHAPE, "%s", c->err);
-    else if ((st = kiln_session_load_list(s, held, path)) != KILN_OK)
-        dist_fail(c, st, "%s", kiln_session_error(s));
-    kiln_tensor_list_free(held);
-    kiln_tensor_list_free(l);
-    return st;
+    int bad = dist_agree(c, held != NULL, msg, (int)sizeof msg);
+    if (bad == -1 && (st = kiln_session_load_list(s, held, path)) != KILN_OK)
+        snprintf(msg, sizeof msg, "%s", kiln_session_error(s));
+    if (held != file)
+        kiln_tensor_list_free(held);
+    kiln_tensor_list_free(file);
+    /* a load that failed after the checks (out of memory) fails all too */
+    if (bad == -1)
+        bad = dist_agree(c, st == KILN_OK, msg, (int)sizeof msg);
+    if (bad == -1)
+        return KILN_OK;
+    if (bad == -2)
+        return dist_fail(c, KILN_ERR_IO, "%s: MPI failed", fn);
+    kiln_session_fail(s, KILN_ERR_IO, "%s: rank %d: %s", fn, bad, msg);
+    return dist_fail(c, KILN_ERR_IO, "%s: rank %d: %s", fn, bad, msg);
 }

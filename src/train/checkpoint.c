@@ -165,6 +165,12 @@ kiln_status kiln_session_load(kiln_session *s, const char *path)
     return rc;
 }
 
+kiln_status kiln_session_check_list(kiln_session *s, const kiln_tensor_list *l,
+                                    const char *path)
+{
+    return validate(s, l, path);
+}
+
 kiln_status kiln_session_load_list(kiln_session *s, const kiln_tensor_list *l,
                                    const char *path)
 {

@@ -16,5 +16,9 @@ kiln_status kiln_session_save_with(kiln_session *s, const char *path,
    messages); l stays the caller's. */
 kiln_status kiln_session_load_list(kiln_session *s, const kiln_tensor_list *l,
                                    const char *path);
+/* The checks of kiln_session_load_list alone: KILN_OK when l would load
+   (the session's error otherwise); nothing changes either way. */
+kiln_status kiln_session_check_list(kiln_session *s, const kiln_tensor_list *l,
+                                    const char *path);
 
 #endif

@@ -5,8 +5,8 @@
 # take the steps one process takes: the same losses at every step and the
 # same validation loss (printed to 4 decimals), variables within 1e-3
 # relative (AdamW and clipping amplify rounding in the smallest gradients);
-# rank 0 alone prints and samples; a batch smaller than the ranks is an
-# error on every rank.
+# rank 0 alone prints and samples; a batch smaller than the ranks ends the
+# job with an error.
 # usage: char_lm_mpi.sh BUILD_DIR SOURCE_DIR MPIEXEC
 kiln="$1/kiln"
 mpirun="$3"
@@ -85,8 +85,9 @@ PY
 timeout 120 "$mpirun" -np 3 "$kiln" $args --batch 2 >"$tmp/small.out" 2>"$tmp/small.err"
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "batch 2 on 3 ranks: status $rc"
-[ "$(grep -c "kiln: --batch 2 is the global batch, shared by 3 ranks" \
-    "$tmp/small.err")" -eq 3 ] || fail "batch 2 on 3 ranks: no error from each"
+# (the first rank to fail ends the job: the others may not get to say it)
+grep -q "kiln: --batch 2 is the global batch, shared by 3 ranks" \
+    "$tmp/small.err" || fail "batch 2 on 3 ranks: no error"
 
 [ $fails -eq 0 ] || exit 1
 echo "kiln train --model transformer on 2 and 3 ranks matches one process (20 steps)"

@@ -723,6 +723,44 @@ static void test_step_without_its_communicator(void **state)
     kiln_session_free(s);
 }
 
+/* A checkpoint that one rank cannot read (missing or corrupt there) fails
+   the load on every rank with that rank's reason, and no rank's variables
+   change: no rank is left waiting for the other in a later collective. */
+static void test_load_fails_on_one_rank(void **state)
+{
+    (void)state;
+    kiln_session *s = session(1, 0);
+    kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
+                *w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
+    assert_int_equal(kiln_session_declare(s, "W1", KILN_F32,
+                                          KILN_SHAPE(8, CLASSES),
+                                          kiln_init_uniform(-1, 1), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
+    char good[64], path[64];
+    snprintf(good, sizeof good, "load_one_rank_%d.npz", kiln_comm_size(comm));
+    assert_int_equal(kiln_comm_save_session(comm, s, good), KILN_OK);
+    assert_int_equal(kiln_variable_read(s, "W1", w0), KILN_OK);
+    /* the last rank reads a file that is not there */
+    int last = kiln_comm_rank(comm) == kiln_comm_size(comm) - 1;
+    snprintf(path, sizeof path, "%s", last ? "no_such_checkpoint.npz" : good);
+    assert_int_equal(kiln_comm_load_session(comm, s, path), KILN_ERR_IO);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: ", kiln_comm_size(comm) - 1);
+    assert_non_null(strstr(kiln_comm_error(comm), want));
+    assert_non_null(strstr(kiln_comm_error(comm), "no_such_checkpoint.npz"));
+    assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
+    assert_memory_equal(kiln_tensor_data(w0), kiln_tensor_data(w1),
+                        sizeof(float) * 8 * CLASSES);
+    /* readable everywhere: loads */
+    assert_int_equal(kiln_comm_load_session(comm, s, good), KILN_OK);
+    if (kiln_comm_rank(comm) == 0)
+        remove(good);
+    kiln_tensor_free(w0);
+    kiln_tensor_free(w1);
+    kiln_session_free(s);
+}
+
 int main(void)
 {
     comm = kiln_comm_world();
@@ -750,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_zero1_errors),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_step_without_its_communicator),
+        cmocka_unit_test(test_load_fails_on_one_rank),
     };
     /* e.g. KILN_TEST_FILTER='test_zero1*' to run some only */
     if (getenv("KILN_TEST_FILTER"))
