@@ -270,6 +270,29 @@ def copy_onnx():
                 put("onnx", os.path.basename(pick), f.read())
 
 
+# Serialized TensorProtos of each element type Kiln reads or refuses
+# (float, double, float16, int64, bool, string), plain and as raw_data.
+ONNX_TENSOR_PICKS = [
+    "node/test_cast_FLOAT_to_STRING/test_data_set_0/output_0.pb",
+    "node/test_cast_DOUBLE_to_FLOAT/test_data_set_0/input_0.pb",
+    "node/test_cast_FLOAT16_to_FLOAT/test_data_set_0/input_0.pb",
+    "node/test_argmax_default_axis_example/test_data_set_0/output_0.pb",
+    "node/test_and2d/test_data_set_0/input_0.pb",
+    "node/test_gather_0/test_data_set_0/input_1.pb",
+    "node/test_reshape_reordered_all_dims/test_data_set_0/input_1.pb",
+    "node/test_slice/test_data_set_0/input_1.pb",
+]
+
+
+def copy_onnx_tensors():
+    for pick in ONNX_TENSOR_PICKS:
+        path = os.path.join(ONNX_TESTDATA, pick)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                put("onnx_tensor", pick.split("/")[1] + "_" +
+                    os.path.basename(pick)[:-3], f.read())
+
+
 def main():
     if os.path.isdir(ROOT):
         shutil.rmtree(ROOT)
@@ -282,6 +305,7 @@ def main():
                 data = bytes([name == "bad_crc"]) + data
             put(reader, name, data)
     copy_onnx()
+    copy_onnx_tensors()
 
 
 if __name__ == "__main__":

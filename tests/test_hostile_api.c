@@ -855,6 +855,372 @@ static void test_axes_and_modules_hostile(void **state)
     }
 }
 
+/* ---------------------------------------------------- second sweep */
+
+static void test_session_settings_hostile(void **state)
+{
+    (void)state;
+    kiln_session_options o = {.threads = -1};
+    assert_null(kiln_session_new(&o));
+    want_msg(kiln_last_error(), "kiln_session_new");
+    o = (kiln_session_options){.reference_kernels = 2};
+    assert_null(kiln_session_new(&o));
+    o = (kiln_session_options){.flush_denormals = INT_MIN};
+    assert_null(kiln_session_new(&o));
+    o = (kiln_session_options){.threads = INT_MAX};
+    kiln_session *s = kiln_session_new(&o);
+    assert_non_null(s);
+    assert_int_equal(kiln_session_threads(s), 256);
+    assert_int_equal(kiln_session_set_threads(s, INT_MIN), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_threads(s), 256);
+    kiln_graph *g = kiln_graph_new();
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, g, SIZE_MAX),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_reserve_workspace_mb(s, NULL, 1),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_set_workspace_strict(s, g, 1),
+                     KILN_ERR_STATE);
+    assert_int_equal(kiln_session_workspace_stats(s, g, NULL), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_variable_info(s, INT_MIN, NULL),
+                     KILN_ERR_ARG);
+    kiln_param_info info;
+    assert_int_equal(kiln_session_variable_info(s, INT_MAX, &info),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_declare(s, NULL, KILN_F32, KILN_SHAPE(1),
+                                          kiln_init_zeros(), 1),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_declare(s, "", KILN_F32, KILN_SHAPE(1),
+                                          kiln_init_zeros(), 1),
+                     KILN_ERR_ARG);
+    kiln_init bad = {.kind = (kiln_init_kind)99};
+    assert_int_equal(
+        kiln_session_declare(s, "v", KILN_F32, KILN_SHAPE(1), bad, 1),
+        KILN_ERR_ARG);
+    assert_int_equal(kiln_session_declare(s, "v", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_values(NULL), 1),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_declare(s, "v", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_uniform(1, -1), 1),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_declare(s, "v", KILN_F32, KILN_SHAPE(2),
+                                          kiln_init_normal(0, NAN), 1),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_session_num_variables(s), 0);
+    assert_int_equal(
+        kiln_init_fill(kiln_init_ones(), KILN_SHAPE(-1), NULL, NULL),
+        KILN_ERR_ARG);
+    float v[2];
+    assert_int_not_equal(
+        kiln_init_fill(kiln_init_uniform(0, 1), KILN_SHAPE(2), v, NULL),
+        KILN_OK);
+    assert_int_equal(kiln_session_print_profile(s, NULL), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_save(s, NULL), KILN_ERR_ARG);
+    assert_int_equal(kiln_session_load(s, NULL), KILN_ERR_ARG);
+    assert_int_not_equal(kiln_session_save(s, "/nonexistent/dir/x.bin"),
+                         KILN_OK);
+    want_msg(kiln_session_error(s), "x.bin");
+    kiln_set_logging_level((kiln_logging_level)99);
+    assert_int_equal(kiln_get_logging_level(), KILN_LOGGING_INFO);
+    kiln_logging_printf((kiln_logging_level)-3, NULL, "%s", "x");
+    kiln_logging_printf(KILN_LOGGING_DEBUG, NULL, NULL);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+static void test_autodiff_hostile(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    kiln_node *y = kiln_sum(g, kiln_mul(g, x, x), KILN_ALL_AXES, 0);
+    kiln_node *out[2] = {NULL, NULL};
+    kiln_node *xs[2] = {x, NULL};
+    assert_int_not_equal(kiln_grads(g, y, NULL, xs, -1, out), KILN_OK);
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    y = kiln_sum(g, kiln_mul(g, x, x), KILN_ALL_AXES, 0);
+    xs[0] = x;
+    assert_int_not_equal(kiln_grads(g, y, NULL, xs, 2, out), KILN_OK);
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    y = kiln_sum(g, kiln_mul(g, x, x), KILN_ALL_AXES, 0);
+    xs[0] = x;
+    assert_int_not_equal(kiln_grads(g, y, NULL, xs, 1, NULL), KILN_OK);
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    kiln_grad(g, x, x); /* not a scalar */
+    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
+    want_msg(kiln_graph_error(g), "kiln_grad");
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    kiln_node *d = kiln_input(g, "d", KILN_F32, KILN_SHAPE(4));
+    kiln_backprop_node(g, x, d, x); /* delta of the wrong shape */
+    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_I32, KILN_SHAPE(3));
+    kiln_node *yi = kiln_sum(g, x, KILN_ALL_AXES, 0);
+    kiln_grad(g, yi, x); /* integer: no gradient */
+    assert_int_not_equal(kiln_graph_status(g), KILN_OK);
+    kiln_graph_clear(g);
+    x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(3));
+    y = kiln_sum(g, kiln_mul(g, x, x), KILN_ALL_AXES, 0);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_gradcheck_result r;
+    assert_int_equal(
+        kiln_gradcheck(s, g, y, &x, -1, NULL, NULL, 0, 1e-3, 1e-2, &r),
+        KILN_ERR_ARG);
+    assert_int_equal(
+        kiln_gradcheck(s, g, y, NULL, 1, NULL, NULL, 0, 1e-3, 1e-2, &r),
+        KILN_ERR_ARG);
+    assert_int_not_equal(
+        kiln_gradcheck(s, g, y, &x, 1, NULL, NULL, -2, 1e-3, 1e-2, &r),
+        KILN_OK);
+    assert_int_not_equal(
+        kiln_gradcheck(s, g, y, &x, 1, &x, NULL, 1, 1e-3, 1e-2, &r), KILN_OK);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
+static void test_lists_and_onnx_options_hostile(void **state)
+{
+    (void)state;
+    kiln_tensor_list *l = kiln_tensor_list_new();
+    kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(2));
+    assert_int_equal(kiln_tensor_list_add(l, "", t), KILN_ERR_ARG);
+    assert_int_equal(kiln_tensor_list_add(l, NULL, t), KILN_ERR_ARG);
+    assert_int_equal(kiln_tensor_list_add(l, "t", NULL), KILN_ERR_ARG);
+    assert_int_equal(kiln_tensor_list_add(l, "t", t), KILN_OK);
+    assert_int_equal(kiln_tensor_list_add(l, "u", t), KILN_ERR_ARG);
+    assert_null(kiln_tensor_list_get(l, -1));
+    assert_null(kiln_tensor_list_get(l, INT_MAX));
+    assert_null(kiln_tensor_list_name(l, 1));
+    assert_null(kiln_tensor_list_find(l, NULL));
+    assert_null(kiln_tensor_list_find(NULL, "t"));
+    char longname[70000];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    kiln_tensor *t2 = kiln_tensor_new(KILN_F32, KILN_SHAPE(1));
+    if (kiln_tensor_list_add(l, longname, t2) != KILN_OK)
+        kiln_tensor_free(t2);
+    char dir[] = "/tmp/kiln_hostile_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    const char *exts[] = {"a.npz", "a.safetensors", "a.bin"};
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, exts[k]);
+        kiln_status st = kiln_file_write(path, l);
+        if (st == KILN_OK) {
+            kiln_tensor_list *r = kiln_file_read(path);
+            assert_non_null(r);
+            assert_int_equal(kiln_tensor_list_count(r),
+                             kiln_tensor_list_count(l));
+            kiln_tensor_list_free(r);
+            unlink(path);
+        } else {
+            want_msg(kiln_last_error(), "name");
+        }
+    }
+    rmdir(dir);
+    kiln_tensor_list_free(l);
+    /* ONNX options: shapes and values that cannot be */
+    kiln_graph *g = kiln_graph_new();
+    kiln_onnx_options o = {0};
+    kiln_shape shapes[1] = {shape_of(KILN_MAX_DIMS + 5, -1)};
+    o.input_shapes = shapes;
+    o.n_input_shapes = 1;
+    kiln_onnx_model *m = NULL;
+    kiln_status st = kiln_onnx_load(
+        g, KILN_TEST_REF_DIR "/onnx/fuzz_softmax_nan.onnx", &o, &m);
+    assert_int_not_equal(st, KILN_OK);
+    want_msg(kiln_onnx_error(m), "shape");
+    kiln_onnx_free(m);
+    kiln_graph_clear(g);
+    o = (kiln_onnx_options){.named_dim_size = INT64_MAX};
+    m = NULL;
+    st = kiln_onnx_load(g, KILN_TEST_REF_DIR "/onnx/fuzz_softmax_nan.onnx", &o,
+                        &m);
+    kiln_onnx_free(m);
+    kiln_graph_clear(g);
+    /* saving: bad outputs */
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(2));
+    kiln_node *y = kiln_relu(g, x);
+    assert_int_equal(kiln_onnx_save(g, NULL, &y, 0, NULL, "/tmp/x.onnx"),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_onnx_save(g, NULL, &y, -1, NULL, "/tmp/x.onnx"),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_onnx_save(g, NULL, NULL, 1, NULL, "/tmp/x.onnx"),
+                     KILN_ERR_ARG);
+    assert_int_equal(kiln_onnx_save(g, NULL, &y, 1, NULL, NULL), KILN_ERR_ARG);
+    kiln_node *two[2] = {y, y};
+    const char *names[2] = {"o", NULL};
+    kiln_onnx_save_options so = {.output_names = names};
+    assert_int_not_equal(kiln_onnx_save(g, NULL, two, 2, &so, "/tmp/x.onnx"),
+                         KILN_OK);
+    assert_int_not_equal(
+        kiln_onnx_save(g, NULL, &y, 1, NULL, "/nonexistent/d/x.onnx"), KILN_OK);
+    kiln_graph_free(g);
+}
+
+/* Programs: streams of another program, runs with wrong bindings, a
+   compile into a second session, out-of-order calls. */
+static void test_program_hostile(void **state)
+{
+    (void)state;
+    kiln_program *p = kiln_program_new(), *q = kiln_program_new();
+    kiln_stream *in = kiln_h2d_stream(p, "in", KILN_F32, KILN_SHAPE(2));
+    kiln_stream *out = kiln_d2h_stream(p, "out", KILN_F32, KILN_SHAPE(2));
+    kiln_stream *qin = kiln_h2d_stream(q, "in", KILN_F32, KILN_SHAPE(2));
+    assert_non_null(in);
+    assert_non_null(qin);
+    /* q's stream in p */
+    kiln_host_load(p, qin, "x");
+    assert_int_not_equal(kiln_graph_status(kiln_program_graph(p)), KILN_OK);
+    want_msg(kiln_graph_error(kiln_program_graph(p)), "kiln_host_load");
+    assert_int_not_equal(kiln_host_store(q, in, NULL), KILN_OK);
+    want_msg(kiln_graph_error(kiln_program_graph(q)), "kiln_host_store");
+    kiln_graph_clear(kiln_program_graph(p));
+    kiln_program_free(p);
+    p = kiln_program_new();
+    in = kiln_h2d_stream(p, "in", KILN_F32, KILN_SHAPE(2));
+    out = kiln_d2h_stream(p, "out", KILN_F32, KILN_SHAPE(2));
+    kiln_node *x = kiln_host_load(p, in, "x");
+    kiln_graph *g = kiln_program_graph(p);
+    kiln_node *w =
+        kiln_variable(g, "W", KILN_F32, KILN_SHAPE(2), kiln_init_value(1));
+    assert_int_equal(kiln_host_store(p, out, kiln_mul(g, x, w)), KILN_OK);
+    kiln_tensor *ti = kiln_tensor_from_f32(KILN_SHAPE(2), (float[]){3, 4});
+    kiln_tensor *to = kiln_tensor_new(KILN_F32, KILN_SHAPE(2));
+    kiln_stream_data d[2] = {{in, ti}, {out, to}};
+    /* before compile */
+    assert_int_equal(kiln_program_run(p, d, 2), KILN_ERR_STATE);
+    want_msg(kiln_program_error(p), "kiln_program_run");
+    kiln_program_free(p);
+    p = kiln_program_new();
+    in = kiln_h2d_stream(p, "in", KILN_F32, KILN_SHAPE(2));
+    out = kiln_d2h_stream(p, "out", KILN_F32, KILN_SHAPE(2));
+    x = kiln_host_load(p, in, "x");
+    g = kiln_program_graph(p);
+    w = kiln_variable(g, "W", KILN_F32, KILN_SHAPE(2), kiln_init_value(1));
+    assert_int_equal(kiln_host_store(p, out, kiln_mul(g, x, w)), KILN_OK);
+    kiln_session *s = kiln_session_new(NULL);
+    assert_int_equal(kiln_program_compile(p, s), KILN_OK);
+    d[0] = (kiln_stream_data){in, ti};
+    d[1] = (kiln_stream_data){out, to};
+    /* bad bindings */
+    assert_int_equal(kiln_program_run(p, d, -1), KILN_ERR_ARG);
+    assert_int_not_equal(kiln_program_run(p, NULL, 2), KILN_OK);
+    kiln_stream_data dq[2] = {{qin, ti}, {out, to}};
+    assert_int_not_equal(kiln_program_run(p, dq, 2), KILN_OK);
+    want_msg(kiln_program_error(p), "kiln_program_run");
+    kiln_stream_data dn[2] = {{in, NULL}, {out, to}};
+    assert_int_not_equal(kiln_program_run(p, dn, 2), KILN_OK);
+    kiln_stream_data ds[2] = {{NULL, ti}, {out, to}};
+    assert_int_not_equal(kiln_program_run(p, ds, 2), KILN_OK);
+    kiln_tensor *ti3 = kiln_tensor_new(KILN_F32, KILN_SHAPE(3));
+    kiln_stream_data dw[2] = {{in, ti3}, {out, to}};
+    assert_int_not_equal(kiln_program_run(p, dw, 2), KILN_OK);
+    assert_true(kiln_tensor_f32(to)[0] == 0.0f);
+    assert_int_equal(kiln_program_run(p, d, 2), KILN_OK);
+    assert_true(kiln_tensor_f32(to)[1] == 4.0f);
+    /* the session freed: refused; compiled into another, runs */
+    kiln_session_free(s);
+    assert_int_equal(kiln_program_run(p, d, 2), KILN_ERR_STATE);
+    s = kiln_session_new(NULL);
+    assert_int_equal(kiln_program_compile(p, s), KILN_OK);
+    assert_int_equal(kiln_program_compile(p, s), KILN_OK);
+    assert_int_equal(kiln_program_run(p, d, 2), KILN_OK);
+    assert_true(kiln_tensor_f32(to)[0] == 3.0f);
+    kiln_program_free(p);
+    kiln_session_free(s);
+    kiln_program_free(q);
+    kiln_tensor_free(ti3);
+    kiln_tensor_free(ti);
+    kiln_tensor_free(to);
+}
+
+/* The communicator calls on NULL: refused by name, never a crash (no MPI
+   is started here). */
+static void test_dist_null_comm(void **state)
+{
+    (void)state;
+    double v[2] = {1, 2};
+    kiln_comm_stats st;
+    assert_int_equal(kiln_comm_rank(NULL), -1);
+    assert_int_equal(kiln_comm_size(NULL), -1);
+    assert_non_null(kiln_comm_error(NULL));
+    assert_int_not_equal(kiln_comm_set_bucket_bytes(NULL, 1), KILN_OK);
+    assert_int_not_equal(kiln_comm_set_shared_memory(NULL, 1), KILN_OK);
+    assert_int_not_equal(kiln_comm_set_rows(NULL, 1, 2), KILN_OK);
+    assert_int_not_equal(kiln_comm_allreduce_sum(NULL, v, 2), KILN_OK);
+    assert_int_not_equal(kiln_comm_set_zero1(NULL, 1), KILN_OK);
+    assert_int_equal(kiln_comm_zero1(NULL), 0);
+    assert_int_not_equal(kiln_comm_get_stats(NULL, &st), KILN_OK);
+    assert_int_not_equal(kiln_comm_sync_session(NULL, NULL, NULL), KILN_OK);
+    assert_int_not_equal(kiln_comm_save_session(NULL, NULL, "x.npz"), KILN_OK);
+    assert_int_not_equal(kiln_comm_load_session(NULL, NULL, "x.npz"), KILN_OK);
+    assert_null(kiln_comm_from_mpi(NULL));
+    want_msg(kiln_last_error(), "kiln_comm_from_mpi");
+    kiln_comm_reset_stats(NULL);
+    kiln_comm_abort(NULL, 3);
+    kiln_comm_free(NULL);
+    kiln_session *s = kiln_session_new(NULL);
+    assert_int_equal(kiln_session_set_comm(s, NULL), KILN_OK);
+    assert_int_not_equal(kiln_session_set_comm(NULL, NULL), KILN_OK);
+    kiln_session_free(s);
+}
+
+/* Printing what hostile names and limits describe stays in bounds. */
+static void test_printing_hostile(void **state)
+{
+    (void)state;
+    FILE *null = fopen("/dev/null", "w");
+    assert_non_null(null);
+    size_t len = 1 << 20;
+    char *name = malloc(len + 1);
+    assert_non_null(name);
+    memset(name, '%', len);
+    name[len] = 0;
+    name[10] = '"';
+    name[11] = '\n';
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, name, KILN_F32, KILN_SHAPE(2, 3));
+    kiln_node_set_name(x, name);
+    kiln_node *y = kiln_debug(kiln_relu(g, x), name);
+    kiln_node_set_name(y, name);
+    th_assert_graph_ok(g);
+    assert_int_equal(kiln_graph_print(g, null), KILN_OK);
+    assert_int_equal(kiln_graph_write_dot(g, null), KILN_OK);
+    kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(7, 9, 11));
+    kiln_tensor_print(t, name, -5, null);
+    kiln_tensor_print(t, NULL, INT_MAX, null);
+    kiln_tensor_print(NULL, name, 3, null);
+    kiln_tensor_print(t, name, 3, NULL);
+    kiln_session *s = kiln_session_new(NULL);
+    assert_int_equal(kiln_session_set_debug_stream(s, null), KILN_OK);
+    kiln_tensor *in = kiln_tensor_new(KILN_F32, KILN_SHAPE(2, 3));
+    assert_int_equal(kiln_feed(s, x, in), KILN_OK);
+    assert_int_equal(kiln_forward(s, g), KILN_OK);
+    kiln_function *f = kiln_compile(s, g, &y, 1, &x, 1);
+    assert_non_null(f);
+    assert_int_equal(kiln_function_print(f, null), KILN_OK);
+    assert_int_equal(kiln_session_set_profiling(s, 1), KILN_OK);
+    kiln_tensor *out = kiln_function_new_output(f, 0);
+    assert_int_equal(kiln_run(f, &in, &out), KILN_OK);
+    assert_int_equal(kiln_session_print_profile(s, null), KILN_OK);
+    /* a graph holding an error prints and refuses to compile */
+    kiln_reshape(g, x, KILN_SHAPE(7));
+    assert_int_equal(kiln_graph_print(g, null), KILN_OK);
+    assert_null(kiln_compile(s, g, &y, 1, &x, 1));
+    want_msg(kiln_session_error(s), "kiln_reshape");
+    kiln_tensor_free(out);
+    kiln_tensor_free(in);
+    kiln_tensor_free(t);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+    free(name);
+    fclose(null);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -876,6 +1242,12 @@ int main(void)
         cmocka_unit_test(test_files_missing_and_odd),
         cmocka_unit_test(test_session_load_truncated),
         cmocka_unit_test(test_axes_and_modules_hostile),
+        cmocka_unit_test(test_session_settings_hostile),
+        cmocka_unit_test(test_autodiff_hostile),
+        cmocka_unit_test(test_lists_and_onnx_options_hostile),
+        cmocka_unit_test(test_program_hostile),
+        cmocka_unit_test(test_dist_null_comm),
+        cmocka_unit_test(test_printing_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
