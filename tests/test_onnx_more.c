@@ -163,12 +163,29 @@ static void test_mel(void **state)
             "(MelWeightMatrix): num_mel_bins 1e+06", "out of range");
 }
 
+/* RoiAlign (avg, sampling_ratio 2, spatial_scale 0.5) of rois inside,
+   across and outside the map, in half_pixel (opset 16) and
+   output_half_pixel (opset 10) modes: ONNX Runtime's rule in plain loops
+   gives the values and the gradient; finite differences; a NaN
+   spatial_scale and a 2^40 output are refused naming the node. */
+static void test_roi_align(void **state)
+{
+    (void)state;
+    check_model("more_roi", TOL, 1);
+    check_model("more_roi_v10", TOL, 1);
+    refused("bad_roi_nan_scale", KILN_ERR_ARG, "(RoiAlign): output 1 x 1",
+            "spatial_scale nan out of range");
+    refused("bad_roi_huge", KILN_ERR_ARG, "(RoiAlign): output 1099511627776",
+            NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),        cmocka_unit_test(test_half_export),
         cmocka_unit_test(test_slice_steps), cmocka_unit_test(test_scatter_mul),
         cmocka_unit_test(test_det),         cmocka_unit_test(test_mel),
+        cmocka_unit_test(test_roi_align),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -253,8 +253,8 @@ extern const ox_op ox_train_ops[];
 extern const ox_op ox_dft_ops[];
 /* If, Loop and Scan, unrolled (ops_control.c). */
 extern const ox_op ox_control_ops[];
-/* Det (ops_det.c), MelWeightMatrix (ops_mel.c). */
-extern const ox_op ox_det_ops[], ox_mel_ops[];
+/* Det (ops_det.c), MelWeightMatrix (ops_mel.c), RoiAlign (ops_roi.c). */
+extern const ox_op ox_det_ops[], ox_mel_ops[], ox_roi_ops[];
 /* ReverseSequence and MaxUnpool (ops_reorder.c). */
 extern const ox_op ox_reorder_ops[];
 /* Conv (group given) and MaxPool / AveragePool (max set) of a 5-D x from

@@ -397,7 +397,7 @@ static const ox_op *const tables[] = {
     ox_more_ops,    ox_resize_ops, ox_extra_ops,  ox_misc_ops,  ox_nd_ops,
     ox_rnn_ops,     ox_act_ops,    ox_einsum_ops, ox_grid_ops,  ox_reorder_ops,
     ox_control_ops, ox_dft_ops,    ox_quant_ops,  ox_train_ops, ox_det_ops,
-    ox_mel_ops};
+    ox_mel_ops,     ox_roi_ops};
 
 const ox_op *ox_find_op(const char *type)
 {

@@ -17,6 +17,8 @@ loader must refuse with a message.
   more_det, more_det_2d
               Det of a batch of matrices and of one needing a row swap.
   more_mel    MelWeightMatrix (ONNX's reference formula) applied to x.
+  more_roi, more_roi_v10
+              RoiAlign (avg) in both coordinate modes, rois across the edges.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -34,6 +36,10 @@ rng = np.random.default_rng(1313)
 
 def f32(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def i64(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
 
 
 def torch_ref(fn, x):
@@ -216,6 +222,76 @@ def mel_model():
     write_refs("more_mel", [("x", x)], [("y", y), ("dx", dx)])
 
 
+def roi_align_ref(x, rois, batch, oh, ow, ratio, scale, half_pixel):
+    """ONNX Runtime's RoiAlign (mode avg) in plain loops, and the gradient
+    of the sum of its output with respect to x (it is linear in x)."""
+    n, ch, H, W = x.shape
+    y = np.zeros((len(rois), ch, oh, ow), np.float64)
+    dx = np.zeros(x.shape, np.float64)
+    off = 0.5 if half_pixel else 0.0
+    for r, (roi, b) in enumerate(zip(rois.astype(np.float64), batch)):
+        x1, y1, x2, y2 = roi * scale - off
+        rw, rh = x2 - x1, y2 - y1
+        if not half_pixel:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        for ph in range(oh):
+            for pw in range(ow):
+                taps = []
+                for iy in range(ratio):
+                    for ix in range(ratio):
+                        yy = y1 + ph * rh / oh + (iy + 0.5) * rh / oh / ratio
+                        xx = x1 + pw * rw / ow + (ix + 0.5) * rw / ow / ratio
+                        if yy < -1 or yy > H or xx < -1 or xx > W:
+                            continue
+                        yy, xx = max(yy, 0.0), max(xx, 0.0)
+                        yl, xl = int(yy), int(xx)
+                        if yl >= H - 1:
+                            yh = yl = H - 1
+                            yy = float(yl)
+                        else:
+                            yh = yl + 1
+                        if xl >= W - 1:
+                            xh = xl = W - 1
+                            xx = float(xl)
+                        else:
+                            xh = xl + 1
+                        ly, lx = yy - yl, xx - xl
+                        taps += [((1 - ly) * (1 - lx), yl, xl),
+                                 ((1 - ly) * lx, yl, xh),
+                                 (ly * (1 - lx), yh, xl), (ly * lx, yh, xh)]
+                for wt, yi, xi in taps:
+                    wt /= ratio * ratio
+                    y[r, :, ph, pw] += wt * x[b, :, yi, xi]
+                    dx[b, :, yi, xi] += wt
+    return y.astype(np.float32), dx.astype(np.float32)
+
+
+def roi_models():
+    """RoiAlign of a [2, 3, 6, 7] map by rois inside, across and outside
+    its edges: half_pixel at opset 16 (spatial_scale 0.5) and opset 10's
+    output_half_pixel (rois at least 1 x 1)."""
+    x = rng.uniform(-2, 2, (2, 3, 6, 7)).astype(np.float32)
+    rois = np.array([[1, 1, 9, 7], [-4, -2, 5, 3], [10, 8, 16, 14],
+                     [3, 2, 3.5, 2.2]], np.float32)
+    batch = [0, 1, 1, 0]
+    for name, opset, half in (("more_roi", 16, True),
+                              ("more_roi_v10", 10, False)):
+        attrs = dict(output_height=3, output_width=4, sampling_ratio=2,
+                     spatial_scale=0.5)
+        if opset == 16:
+            attrs["coordinate_transformation_mode"] = "half_pixel"
+        node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"],
+                                **attrs)
+        inits = [helper.make_tensor("rois", TensorProto.FLOAT, [4, 4],
+                                    rois.ravel().tolist()),
+                 i64_init("bi", batch)]
+        m = model([node], [f32("x", [2, 3, 6, 7])], [f32("y", [4, 3, 3, 4])],
+                  inits, opset=opset)
+        save(m, name)
+        y, dx = roi_align_ref(x, rois, batch, 3, 4, 2, 0.5, half)
+        write_refs(name, [("x", x)], [("y", y), ("dx", dx)])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -252,6 +328,15 @@ def bad_models():
                   [f32("x", [1])], [f32("y", [1])], mel_inits(*args),
                   opset=17)
         save_unchecked(m, name)
+    # RoiAlign with a NaN spatial_scale, and with a huge output
+    for name, attrs in (("bad_roi_nan_scale", dict(spatial_scale=float("nan"))),
+                        ("bad_roi_huge", dict(output_height=1 << 40))):
+        node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"],
+                                sampling_ratio=2, **attrs)
+        m = model([node], [f32("x", [1, 1, 4, 4]), f32("rois", [1, 4]),
+                           i64("bi", [1])], [f32("y", [1, 1, 1, 1])], [],
+                  opset=16)
+        save_unchecked(m, name)
 
 
 half_model()
@@ -259,4 +344,5 @@ slice_models()
 scatter_mul_model()
 det_models()
 mel_model()
+roi_models()
 bad_models()
