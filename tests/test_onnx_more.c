@@ -179,13 +179,22 @@ static void test_roi_align(void **state)
             NULL);
 }
 
+/* Resize nearest with tf_half_pixel_for_nn coordinates ((x + 0.5) /
+   scale on every axis, ties rounding down): the picks of ONNX's formula
+   and their gradient. */
+static void test_resize_tf_nn(void **state)
+{
+    (void)state;
+    check_model("more_resize_tf_nn", TOL, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),        cmocka_unit_test(test_half_export),
         cmocka_unit_test(test_slice_steps), cmocka_unit_test(test_scatter_mul),
         cmocka_unit_test(test_det),         cmocka_unit_test(test_mel),
-        cmocka_unit_test(test_roi_align),
+        cmocka_unit_test(test_roi_align),   cmocka_unit_test(test_resize_tf_nn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,13 @@
 #define MAX_WEIGHTS ((int64_t)1 << 24)
 
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
-enum { C_HALF_PIXEL, C_ASYMMETRIC, C_ALIGN_CORNERS, C_PYTORCH_HALF_PIXEL };
+enum {
+    C_HALF_PIXEL,
+    C_ASYMMETRIC,
+    C_ALIGN_CORNERS,
+    C_PYTORCH_HALF_PIXEL,
+    C_TF_HALF_PIXEL_NN
+};
 enum { N_PREFER_FLOOR, N_PREFER_CEIL, N_FLOOR, N_CEIL };
 
 typedef struct resize_attrs {
@@ -39,7 +45,8 @@ static int read_attrs(ox_ctx *c, const ox_node *n, resize_attrs *a)
 {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const coords[] = {"half_pixel", "asymmetric",
-                                         "align_corners", "pytorch_half_pixel"};
+                                         "align_corners", "pytorch_half_pixel",
+                                         "tf_half_pixel_for_nn"};
     static const char *const nearests[] = {
         "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     char mode[32], coord[32], nearest[32];
@@ -55,7 +62,7 @@ static int read_attrs(ox_ctx *c, const ox_node *n, resize_attrs *a)
         ox_attr_float(c, n, "extrapolation_value", 0, &extrapolation))
         return -1;
     a->mode = lookup(mode, modes, 3);
-    a->coord = lookup(coord, coords, 4);
+    a->coord = lookup(coord, coords, 5);
     a->nearest = lookup(nearest, nearests, 4);
     a->exclude = exclude != 0;
     a->cubic_a = cubic_a;
@@ -80,6 +87,8 @@ static double source_x(const resize_attrs *a, double x, double scale,
         return out_width == 1 ? 0 : x * (double)(in - 1) / (out_width - 1);
     case C_PYTORCH_HALF_PIXEL:
         return out_width == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    case C_TF_HALF_PIXEL_NN:
+        return (x + 0.5) / scale;
     default:
         return (x + 0.5) / scale - 0.5;
     }

@@ -19,6 +19,8 @@ loader must refuse with a message.
   more_mel    MelWeightMatrix (ONNX's reference formula) applied to x.
   more_roi, more_roi_v10
               RoiAlign (avg) in both coordinate modes, rois across the edges.
+  more_resize_tf_nn
+              Resize nearest with tf_half_pixel_for_nn coordinates.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -292,6 +294,35 @@ def roi_models():
         write_refs(name, [("x", x)], [("y", y), ("dx", dx)])
 
 
+def resize_tf_nn_model():
+    """Resize nearest (round_prefer_floor) with tf_half_pixel_for_nn from
+    [1, 2, 5, 7] to [1, 2, 3, 10]: the source of output point x is
+    (x + 0.5) / scale on every axis (ONNX's formula; on the axes of scale
+    1 the tie at x + 0.5 rounds down to x itself)."""
+    x = rng.uniform(-2, 2, (1, 2, 5, 7)).astype(np.float32)
+    out = [1, 2, 3, 10]
+
+    def pick(n_in, n_out):
+        src = (np.arange(n_out) + 0.5) / (n_out / n_in)
+        idx = np.where(src == np.floor(src) + 0.5, np.floor(src),
+                       np.round(src))
+        return np.clip(idx, 0, n_in - 1).astype(int)
+    rows, cols = pick(5, 3), pick(7, 10)
+    y = x[:, :, rows][:, :, :, cols]
+    dx = np.zeros_like(x)
+    for r in rows:
+        for c in cols:
+            dx[:, :, r, c] += 1
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"],
+                            mode="nearest", nearest_mode="round_prefer_floor",
+                            coordinate_transformation_mode=
+                            "tf_half_pixel_for_nn")
+    m = model([node], [f32("x", [1, 2, 5, 7])], [f32("y", out)],
+              [i64_init("sizes", out)])
+    save(m, "more_resize_tf_nn")
+    write_refs("more_resize_tf_nn", [("x", x)], [("y", y), ("dx", dx)])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -345,4 +376,5 @@ scatter_mul_model()
 det_models()
 mel_model()
 roi_models()
+resize_tf_nn_model()
 bad_models()
