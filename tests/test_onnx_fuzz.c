@@ -7,10 +7,11 @@
 #include "test_helpers.h"
 
 #define ONNX_DIR KILN_TEST_REF_DIR "/onnx/"
-#define MAX_IO 4
+#define MAX_IO 8
 
-/* What the run on zero inputs must give. */
-typedef enum { ALL_NAN } expect_out;
+/* What the run on zero inputs must give: NaN everywhere, or anything (it
+   must run, sanitizer-clean). */
+typedef enum { ALL_NAN, ANY } expect_out;
 
 typedef struct fuzz_case {
     const char *name;
@@ -35,10 +36,25 @@ static const fuzz_case cases[] = {
        allocated (4 GiB) before any limit. */
     {"fuzz_resize_huge_scale", KILN_ERR_UNSUPPORTED,
      "resizing axis 1 from 2 to 536870912 points", ALL_NAN},
+    /* A QLinearConv of a 1x1 kernel: the conv kernel, needing no scratch,
+       offset its NULL scratch pointer (UBSan in cpu/conv_fast.c). */
+    {"fuzz_conv_no_scratch", KILN_OK, NULL, ANY},
+    /* A ConvTranspose whose weight disagrees with its input: the result
+       was trimmed as if it had its 4 dims (an index of -2; UBSan). */
+    {"fuzz_deconv_poisoned", KILN_ERR_SHAPE,
+     "input [1,1,3,3] has 1 channels, weight [9,2,3,3] wants 9", ALL_NAN},
+    /* A 3-D AveragePool (count_include_pad 0) after a Pad grown to 227M
+       elements: the count of inputs per window was a constant of that size
+       made while loading (910 MB; the fuzzer's allocation limit). */
+    {"fuzz_avgpool3d_huge_input", KILN_ERR_IO,
+     "input '/Constant_1_output_0' is not defined", ALL_NAN},
 };
 
 static void check_out(const fuzz_case *c, const kiln_tensor *t)
 {
+    assert_non_null(t);
+    if (c->out == ANY)
+        return;
     const float *v = kiln_tensor_f32(t);
     assert_non_null(v);
     assert_true(kiln_tensor_numel(t) > 0);

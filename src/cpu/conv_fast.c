@@ -486,9 +486,13 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_job *j = ctx;
     for (int64_t si = lo; si < hi; si++) {
-        float *base = j->scratch + j->n_shared + si * j->per_slot;
-        slot s = {base, base + j->n_pad, base + j->n_pad + j->n_col,
-                  base + j->n_pad + j->n_col + j->n_out};
+        /* no scratch (NULL) when no slot needs any: no offsets from it */
+        float *base =
+            j->scratch ? j->scratch + j->n_shared + si * j->per_slot : NULL;
+        slot s = {0};
+        if (base)
+            s = (slot){base, base + j->n_pad, base + j->n_pad + j->n_col,
+                       base + j->n_pad + j->n_col + j->n_out};
         int64_t i0 = si * j->g.n / j->slots, i1 = (si + 1) * j->g.n / j->slots;
         for (int64_t i = i0; i < i1; i++)
             for (int64_t k = 0; k < j->g.groups; k++) {
@@ -569,7 +573,7 @@ void kiln_fast_CONV_WGRAD(const kiln_node *n, void *out, void *const *in,
     conv_job j = run(n, out, in, scratch, NULL);
     float *o = out;
     memset(o, 0, (size_t)j.n_acc * sizeof(float));
-    for (int64_t s = 0; s < j.slots; s++) {
+    for (int64_t s = 0; j.n_acc && s < j.slots; s++) {
         const float *acc =
             j.scratch + j.n_shared + (s + 1) * j.per_slot - j.n_acc;
         for (int64_t e = 0; e < j.n_acc; e++)

@@ -197,7 +197,13 @@ int ox_pool3d(ox_ctx *c, ox_node *n, int max)
     for (int i = 0; i < 3; i++)
         padded |= w.lo[i] || w.hi[i];
     if (!max && padded && !cip) { /* divide by the inputs in each window */
-        kiln_node *ones = kiln_fill(g, kiln_node_shape(x), 1);
+        /* the counts depend on the volume only: ones of one image and
+           channel, broadcast while running (a constant of x's shape would
+           take x's size in the graph while loading) */
+        kiln_shape os = kiln_node_shape(x);
+        os.d[0] = os.d[1] = 1;
+        os.sym = 0;
+        kiln_node *ones = kiln_broadcast_to(g, kiln_scalar(g, 1), os);
         y = kiln_div(g, y, pool(g, pad_all(g, ones, &w, 0), &w, 0));
     } else if (!max)
         y = kiln_scale(g, y, 1.0f / (float)ks[0]);

@@ -133,6 +133,8 @@ static kiln_node *deconv_trim(ox_ctx *c, kiln_node *y, const deconv *d)
     int64_t start[KILN_MAX_DIMS] = {0}, stop[KILN_MAX_DIMS];
     int64_t lo[KILN_MAX_DIMS] = {0}, hi[KILN_MAX_DIMS] = {0};
     int crop = 0, pad = 0;
+    if (s.ndim < d->nsp) /* a poisoned y: the graph holds the error */
+        return y;
     for (int k = 0; k < s.ndim; k++)
         stop[k] = s.d[k];
     for (int i = 0; i < d->nsp; i++) {
