@@ -188,6 +188,15 @@ static void test_resize_tf_nn(void **state)
     check_model("more_resize_tf_nn", TOL, 1);
 }
 
+/* Resize linear with tf_crop_and_resize, the roi reaching past the input
+   on H and W: ONNX's reference's values (extrapolation_value 10 outside)
+   and the gradient of the sum; finite differences. */
+static void test_resize_crop(void **state)
+{
+    (void)state;
+    check_model("more_resize_crop", TOL, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_slice_steps), cmocka_unit_test(test_scatter_mul),
         cmocka_unit_test(test_det),         cmocka_unit_test(test_mel),
         cmocka_unit_test(test_roi_align),   cmocka_unit_test(test_resize_tf_nn),
+        cmocka_unit_test(test_resize_crop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

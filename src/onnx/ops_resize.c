@@ -1,8 +1,8 @@
 /* Resize (opset 11 to 17): nearest, linear and cubic, every coordinate
-   transformation but tf_crop_and_resize.  Each of ONNX's modes is
-   separable: along one axis, output x is a weighted sum of input points,
-   the weights depending only on x, the sizes and the attributes.  They are
-   computed here, while loading, exactly as ONNX's reference
+   transformation.  Each of ONNX's modes is separable: along one axis,
+   output x is a weighted sum of input points, the weights depending only
+   on x, the sizes and the attributes.  They are computed here, while
+   loading, exactly as ONNX's reference
    (onnx/backend/test/case/node/resize.py) does, into a matrix W [out, in]
    per resized axis; the op is then one product with W per axis, which
    Kiln differentiates like any product. */
@@ -23,13 +23,16 @@ enum {
     C_ASYMMETRIC,
     C_ALIGN_CORNERS,
     C_PYTORCH_HALF_PIXEL,
-    C_TF_HALF_PIXEL_NN
+    C_TF_HALF_PIXEL_NN,
+    C_TF_CROP_AND_RESIZE
 };
 enum { N_PREFER_FLOOR, N_PREFER_CEIL, N_FLOOR, N_CEIL };
 
 typedef struct resize_attrs {
     int mode, coord, nearest, exclude;
     double cubic_a;
+    float extrapolation;
+    double roi_start, roi_end; /* tf_crop_and_resize's, the current axis's */
 } resize_attrs;
 
 /* Index of s in names (n of them), -1 when absent. */
@@ -44,9 +47,9 @@ static int lookup(const char *s, const char *const *names, int n)
 static int read_attrs(ox_ctx *c, const ox_node *n, resize_attrs *a)
 {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
-    static const char *const coords[] = {"half_pixel", "asymmetric",
-                                         "align_corners", "pytorch_half_pixel",
-                                         "tf_half_pixel_for_nn"};
+    static const char *const coords[] = {
+        "half_pixel",         "asymmetric",           "align_corners",
+        "pytorch_half_pixel", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     static const char *const nearests[] = {
         "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     char mode[32], coord[32], nearest[32];
@@ -62,10 +65,11 @@ static int read_attrs(ox_ctx *c, const ox_node *n, resize_attrs *a)
         ox_attr_float(c, n, "extrapolation_value", 0, &extrapolation))
         return -1;
     a->mode = lookup(mode, modes, 3);
-    a->coord = lookup(coord, coords, 5);
+    a->coord = lookup(coord, coords, 6);
     a->nearest = lookup(nearest, nearests, 4);
     a->exclude = exclude != 0;
     a->cubic_a = cubic_a;
+    a->extrapolation = extrapolation;
     if (a->mode < 0 || a->coord < 0 || a->nearest < 0)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "mode '%s', coordinate_transformation_mode '%s', "
@@ -89,6 +93,12 @@ static double source_x(const resize_attrs *a, double x, double scale,
         return out_width == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     case C_TF_HALF_PIXEL_NN:
         return (x + 0.5) / scale;
+    case C_TF_CROP_AND_RESIZE:
+        return out_width > 1
+                   ? a->roi_start * (double)(in - 1) +
+                         x * (a->roi_end - a->roi_start) * (double)(in - 1) /
+                             (out_width - 1)
+                   : 0.5 * (a->roi_start + a->roi_end) * (double)(in - 1);
     default:
         return (x + 0.5) / scale - 0.5;
     }
@@ -145,11 +155,14 @@ static void neighbours(double x, int count, int64_t in, int64_t *idx)
         }
 }
 
-/* Row x of W [out, in]: the weights of the input points. */
-static void weights_row(const resize_attrs *a, int64_t x, double scale,
-                        int64_t in, float *row)
+/* Row x of W [out, in]: the weights of the input points; 0 (a zero row)
+   when tf_crop_and_resize puts x outside the input, 1 otherwise. */
+static int weights_row(const resize_attrs *a, int64_t x, double scale,
+                       int64_t in, float *row)
 {
     double xo = source_x(a, (double)x, scale, in), w[4], sum = 0;
+    if (a->coord == C_TF_CROP_AND_RESIZE && !(xo >= 0 && xo <= in - 1))
+        return 0;
     double fl = floor(xo);
     int count = coeffs(a, xo == fl ? 1 : xo - fl, w);
     int64_t idx[4];
@@ -163,13 +176,16 @@ static void weights_row(const resize_attrs *a, int64_t x, double scale,
         int64_t i = idx[k] < 0 ? 0 : idx[k] >= in ? in - 1 : idx[k];
         row[i] += (float)(a->exclude ? w[k] / sum : w[k]);
     }
+    return 1;
 }
 
 /* x with axis resized from in to out points by W; NULL (recorded) when
-   out of memory.  An identity W leaves x as it is. */
+   out of memory.  An identity W leaves x as it is.  inside[k] (out of
+   them) is 1 when output point k is inside the input, 0 when
+   tf_crop_and_resize puts it outside. */
 static kiln_node *resize_axis(ox_ctx *c, const ox_node *n, kiln_node *x,
                               int axis, int64_t out, double scale,
-                              const resize_attrs *a)
+                              const resize_attrs *a, float *inside)
 {
     kiln_shape s = kiln_node_shape(x);
     int64_t in = s.d[axis], pre = 1, post = 1;
@@ -185,7 +201,7 @@ static kiln_node *resize_axis(ox_ctx *c, const ox_node *n, kiln_node *x,
         return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
     int identity = out == in;
     for (int64_t k = 0; k < out; k++) {
-        weights_row(a, k, scale, in, w + k * in);
+        inside[k] = (float)weights_row(a, k, scale, in, w + k * in);
         for (int64_t i = 0; identity && i < in; i++)
             identity = w[k * in + i] == (i == k);
     }
@@ -262,13 +278,45 @@ static int target(ox_ctx *c, const ox_node *n, int isc, kiln_shape xs,
     return 0;
 }
 
-/* x with every axis resized to out; 0 when its output is recorded. */
+/* y plus the extrapolation value where an axis put the output point
+   outside the input (a product of the axes' inside vectors); NULL when
+   out of memory. */
+static kiln_node *extrapolate(kiln_graph *g, kiln_node *y, float *const *inside,
+                              const int64_t *out, int ndim, float value)
+{
+    kiln_node *in = NULL;
+    for (int k = 0; k < ndim; k++) {
+        kiln_shape s = {.ndim = ndim};
+        for (int d = 0; d < ndim; d++)
+            s.d[d] = d == k ? out[k] : 1;
+        kiln_node *m = kiln_constant(g, KILN_F32, s, inside[k]);
+        in = in ? kiln_mul(g, in, m) : m;
+    }
+    return kiln_add(g, y,
+                    kiln_scale(g, kiln_sub(g, kiln_scalar(g, 1), in), value));
+}
+
+/* x with every axis resized to out (roi: tf_crop_and_resize's starts and
+   ends, 2 ndim of them, else NULL); 0 when its output is recorded. */
 static int resize_all(ox_ctx *c, ox_node *n, kiln_node *y, const int64_t *out,
-                      const double *scale, const resize_attrs *a)
+                      const double *scale, resize_attrs *a, const float *roi)
 {
     kiln_shape xs = kiln_node_shape(y);
-    for (int k = 0; y && k < xs.ndim; k++)
-        y = resize_axis(c, n, y, k, out[k], scale[k], a);
+    float *inside[KILN_MAX_DIMS] = {0};
+    int outside = 0;
+    for (int k = 0; y && k < xs.ndim; k++) {
+        inside[k] = malloc((size_t)out[k] * sizeof **inside);
+        a->roi_start = roi ? roi[k] : 0;
+        a->roi_end = roi ? roi[xs.ndim + k] : 1;
+        y = inside[k] ? resize_axis(c, n, y, k, out[k], scale[k], a, inside[k])
+                      : NULL;
+        for (int64_t i = 0; y && i < out[k]; i++)
+            outside |= inside[k][i] == 0;
+    }
+    if (y && outside && a->extrapolation != 0)
+        y = extrapolate(c->g, y, inside, out, xs.ndim, a->extrapolation);
+    for (int k = 0; k < xs.ndim; k++)
+        free(inside[k]);
     if (!y)
         return -1;
     ox_out(c, n, y, ox_in_type(n, 0));
@@ -284,7 +332,17 @@ static int conv_resize(ox_ctx *c, ox_node *n)
     kiln_shape xs = kiln_node_shape(y);
     if (read_attrs(c, n, &a) || target(c, n, 2, xs, out, scale))
         return -1;
-    return resize_all(c, n, y, out, scale, &a);
+    const ox_value *roi = n->n_in > 1 ? n->in[1] : NULL;
+    if (a.coord != C_TF_CROP_AND_RESIZE)
+        return resize_all(c, n, y, out, scale, &a, NULL);
+    if (!roi || !roi->known || !roi->known->f ||
+        roi->known->numel != 2 * xs.ndim)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "tf_crop_and_resize needs roi, 2 x %d floats known "
+                          "while loading",
+                          xs.ndim),
+               -1;
+    return resize_all(c, n, y, out, scale, &a, roi->known->f);
 }
 
 /* Upsample (opsets 7 to 9) and Resize of opset 10: nearest or linear, the
@@ -323,7 +381,7 @@ static int conv_upsample(ox_ctx *c, ox_node *n)
     for (int k = 0; k < xs.ndim; k++)
         if (out[k] < 1 || xs.d[k] < 1 || !(scale[k] > 0))
             return ox_problem(c, n, KILN_ERR_ARG, "bad size on axis %d", k), -1;
-    return resize_all(c, n, y, out, scale, &a);
+    return resize_all(c, n, y, out, scale, &a, NULL);
 }
 
 static int conv_resize_any(ox_ctx *c, ox_node *n)

@@ -21,6 +21,8 @@ loader must refuse with a message.
               RoiAlign (avg) in both coordinate modes, rois across the edges.
   more_resize_tf_nn
               Resize nearest with tf_half_pixel_for_nn coordinates.
+  more_resize_crop
+              Resize linear with tf_crop_and_resize, points outside.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_more_refs.py  (python3-torch,
 python3-onnx).
@@ -323,6 +325,40 @@ def resize_tf_nn_model():
     write_refs("more_resize_tf_nn", [("x", x)], [("y", y), ("dx", dx)])
 
 
+def resize_crop_model():
+    """Resize linear with tf_crop_and_resize: a roi reaching past the
+    input on H and W (those points take extrapolation_value 10); values
+    from ONNX's own reference (interpolate_nd), the gradient of the sum
+    column by column (the op is affine in x)."""
+    from onnx.backend.test.case.node.resize import (interpolate_nd,
+                                                    linear_coeffs)
+    x = rng.uniform(-2, 2, (1, 2, 4, 5)).astype(np.float32)
+    out = [1, 2, 3, 4]
+    roi = np.array([0, 0, -0.2, 0.3, 1, 1, 0.7, 1.4], np.float32)
+
+    def ref(v):
+        return interpolate_nd(v, linear_coeffs, output_size=out, roi=roi,
+                              coordinate_transformation_mode=
+                              "tf_crop_and_resize", extrapolation_value=10.0)
+    y = ref(x).astype(np.float32)
+    base = ref(np.zeros_like(x))
+    dx = np.zeros(x.size, np.float32)
+    for i in range(x.size):
+        e = np.zeros(x.size, np.float32)
+        e[i] = 1
+        dx[i] = (ref(e.reshape(x.shape)) - base).sum()
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"],
+                            mode="linear", extrapolation_value=10.0,
+                            coordinate_transformation_mode=
+                            "tf_crop_and_resize")
+    inits = [helper.make_tensor("roi", TensorProto.FLOAT, [8], roi.tolist()),
+             i64_init("sizes", out)]
+    m = model([node], [f32("x", [1, 2, 4, 5])], [f32("y", out)], inits)
+    save(m, "more_resize_crop")
+    write_refs("more_resize_crop", [("x", x)],
+               [("y", y), ("dx", dx.reshape(x.shape))])
+
+
 def bad_models():
     # a float16 initializer whose raw_data holds 3 bytes for 2 values
     short = helper.make_tensor("w", TensorProto.FLOAT16, [2], b"\0\0\0\0",
@@ -377,4 +413,5 @@ det_models()
 mel_model()
 roi_models()
 resize_tf_nn_model()
+resize_crop_model()
 bad_models()
