@@ -305,11 +305,18 @@ static int resize_all(ox_ctx *c, ox_node *n, kiln_node *y, const int64_t *out,
     float *inside[KILN_MAX_DIMS] = {0};
     int outside = 0;
     for (int k = 0; y && k < xs.ndim; k++) {
-        inside[k] = malloc((size_t)out[k] * sizeof **inside);
+        /* resize_axis refuses an axis whose W passes MAX_WEIGHTS before
+           anything out long is allocated */
+        int fits = xs.d[k] > 0 && out[k] <= MAX_WEIGHTS / xs.d[k];
+        inside[k] = fits ? malloc((size_t)out[k] * sizeof **inside) : NULL;
         a->roi_start = roi ? roi[k] : 0;
         a->roi_end = roi ? roi[xs.ndim + k] : 1;
-        y = inside[k] ? resize_axis(c, n, y, k, out[k], scale[k], a, inside[k])
-                      : NULL;
+        if (fits && !inside[k]) {
+            ox_problem(c, n, KILN_ERR_MEMORY, "out of memory");
+            y = NULL;
+            break;
+        }
+        y = resize_axis(c, n, y, k, out[k], scale[k], a, inside[k]);
         for (int64_t i = 0; y && i < out[k]; i++)
             outside |= inside[k][i] == 0;
     }
