@@ -19,6 +19,8 @@ static kiln_node *block(kiln_graph *g, kiln_node *x, int64_t r0, int64_t r1,
 {
     kiln_shape s = kiln_node_shape(x);
     int64_t start[KILN_MAX_DIMS] = {0}, stop[KILN_MAX_DIMS];
+    if (s.ndim < 2) /* poisoned by a failed op: the graph holds the error */
+        return x;
     for (int k = 0; k < s.ndim; k++)
         stop[k] = s.d[k];
     start[s.ndim - 2] = r0;
@@ -32,6 +34,8 @@ static kiln_node *block(kiln_graph *g, kiln_node *x, int64_t r0, int64_t r1,
 static kiln_shape last2(kiln_node *x, int64_t r, int64_t c)
 {
     kiln_shape s = kiln_node_shape(x);
+    if (s.ndim < 2) /* poisoned: any shape, the graph holds the error */
+        return s;
     s.d[s.ndim - 2] = r;
     s.d[s.ndim - 1] = c;
     return s;

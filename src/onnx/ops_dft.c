@@ -57,6 +57,8 @@ static kiln_node *part(ox_ctx *c, kiln_node *x, int p)
 {
     kiln_shape s = kiln_node_shape(x), r = s;
     int64_t lo[KILN_MAX_DIMS] = {0}, hi[KILN_MAX_DIMS];
+    if (s.ndim < 1) /* poisoned: the graph holds the error */
+        return x;
     memcpy(hi, s.d, sizeof hi);
     lo[s.ndim - 1] = p;
     hi[s.ndim - 1] = p + 1;

@@ -108,6 +108,15 @@ int ox_pool_indices(ox_ctx *c, ox_node *n, kiln_node *x, kiln_node *y)
     kiln_shape xs = kiln_node_shape(x), ys = kiln_node_shape(y);
     int64_t order;
     pool_geom g;
+    /* y poisoned (its pool failed) has no dims to read the geometry
+       from: the loader reports the graph's error */
+    if (kiln_graph_status(kg) != KILN_OK)
+        return 0;
+    if (xs.ndim < 3 || xs.ndim > 4 || ys.ndim != xs.ndim)
+        return ox_problem(c, n, KILN_ERR_SHAPE,
+                          "Indices of a %d-D input pooled to %d dims", xs.ndim,
+                          ys.ndim),
+               -1;
     if (ox_attr_int(c, n, "storage_order", 0, &order) ||
         read_geom(c, n, xs, ys, &g))
         return -1;
