@@ -65,6 +65,63 @@ static void test_volumes(void **state)
     check_model("ops_volumes", TOL, 1);
 }
 
+/* F.conv_transpose3d (grouped, strided, padded, dilated, output padding,
+   bias; depthwise; a kernel one deep), the weights and a bias partly
+   taken from the input so that the gradient covers them; ConvTranspose
+   nodes with auto_pad SAME_UPPER / SAME_LOWER and output_shape (cropping
+   and zero-padding), against PyTorch by ONNX's padding rule. */
+static void test_deconv3d(void **state)
+{
+    (void)state;
+    check_model("ops_deconv3d", TOL, 1);
+    check_model("ops_deconv3d_pads", TOL, 1);
+}
+
+/* Hostile 3-D ConvTranspose nodes are refused naming the node (made by
+   tests/ref/make_onnx_deconv3d_refs.py). */
+static void test_deconv3d_hostile(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        kiln_status st;
+        const char *part;
+    } cases[] = {
+        {"stride0", KILN_ERR_ARG, "bad strides"},
+        {"stride_neg", KILN_ERR_ARG, "bad strides"},
+        {"huge", KILN_ERR_SHAPE,
+         "output [1,1,4,4294967296,4294967296] is too large"},
+        {"channels", KILN_ERR_SHAPE,
+         "input [1,3,3,3,3] and weight [2,1,3,3,3]: the weight's dim 0 must "
+         "be the input's channels, a multiple of group 1"},
+        {"rank", KILN_ERR_SHAPE,
+         "input [1,2,3,3,3] and weight [2,1,3,3] differ in rank"},
+        {"group", KILN_ERR_SHAPE, "a multiple of group 3"},
+        {"kernel", KILN_ERR_SHAPE, "kernel_shape differs from the weight's"},
+        {"out_neg", KILN_ERR_ARG, "output size -4 of spatial dim 0"},
+        {"out_huge", KILN_ERR_ARG,
+         "output size 1125899906842624 of spatial dim 1"},
+        {"out_pad", KILN_ERR_SHAPE,
+         "kiln_pad: invalid shape [1,1,2147483651,2147483651,2147483651]"},
+        {"taps", KILN_ERR_UNSUPPORTED,
+         "input depth 4100 times kernel depth 4100 (at most 16777216)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "bad_deconv3d_%s", cases[k].name);
+        kiln_graph *g = kiln_graph_new();
+        kiln_onnx_model *m = NULL;
+        kiln_status st = load(g, name, NULL, &m);
+        const char *msg = kiln_onnx_error(m);
+        if (st != cases[k].st || !strstr(msg, "node 'dc' (ConvTranspose): ") ||
+            !strstr(msg, cases[k].part))
+            fail_msg("%s: status %d, want %d: '%s'", name, st, cases[k].st,
+                     msg);
+        kiln_onnx_free(m);
+        kiln_graph_free(g);
+    }
+}
+
 /* F.grid_sample in every mode (bilinear, nearest, bicubic) and padding
    (zeros, border, reflection), with and without align_corners, on a grid
    computed from x: the gradient reaches x through both operands. */
@@ -161,6 +218,8 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_einsum),
         cmocka_unit_test(test_volumes),
+        cmocka_unit_test(test_deconv3d),
+        cmocka_unit_test(test_deconv3d_hostile),
         cmocka_unit_test(test_grid_sample),
         cmocka_unit_test(test_pool_indices),
         cmocka_unit_test(test_batch_norm_training),

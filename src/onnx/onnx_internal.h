@@ -261,6 +261,15 @@ extern const ox_op ox_reorder_ops[];
    Kiln's 2-D ops (ops_conv3d.c); -1 with a recorded problem. */
 int ox_conv3d(ox_ctx *c, ox_node *n, int64_t group);
 int ox_pool3d(ox_ctx *c, ox_node *n, int max);
+/* Most input depths times kernel depths a 3-D ConvTranspose places (its
+   table of output depths is made while loading). */
+#define OX_MAX_DEPTH_TAPS ((int64_t)1 << 24)
+/* ConvTranspose of a 5-D x by wt [C, O/group, kd, kh, kw] with strides
+   and dilations, without padding: [N, O, full...] (ops_conv3d.c, from
+   Kiln's conv_transpose2d); NULL with a recorded problem. */
+kiln_node *ox_conv_transpose3d(ox_ctx *c, const ox_node *n, kiln_node *x,
+                               kiln_node *wt, int group, const int64_t *stride,
+                               const int64_t *dil, const int64_t *full);
 /* Pad's modes "reflect" and "edge" of x by ONNX's pads (begins, then
    ends), on its last two dims only; NULL (recorded) otherwise. */
 kiln_node *ox_pad_mode(ox_ctx *c, const ox_node *n, kiln_node *x,

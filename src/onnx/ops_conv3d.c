@@ -210,3 +210,73 @@ int ox_pool3d(ox_ctx *c, ox_node *n, int max)
     ox_out(c, n, y, OX_FLOAT);
     return 0;
 }
+
+/* ConvTranspose over 3 spatial dims: every input depth i is a batch entry
+   of one conv_transpose2d by the weight with its depth taps t as extra
+   output channels ([C, O/group kd, kh, kw], the same memory), giving the
+   planes of output depth i s + t d; an index add sums them into place. */
+kiln_node *ox_conv_transpose3d(ox_ctx *c, const ox_node *n, kiln_node *x,
+                               kiln_node *wt, int group, const int64_t *stride,
+                               const int64_t *dil, const int64_t *full)
+{
+    kiln_graph *g = c->g;
+    kiln_shape xs = kiln_node_shape(x), ws = kiln_node_shape(wt);
+    char b1[64], b2[64];
+    int64_t nb = xs.d[0], ch = ws.d[0], og = ws.d[1], kd = ws.d[2];
+    int64_t depth = xs.d[2], taps;
+    if (xs.d[1] != ch || ch < 1 || ch % group)
+        return ox_problem(c, n, KILN_ERR_SHAPE,
+                          "input %s and weight %s: the weight's dim 0 must "
+                          "be the input's channels, a multiple of group %d",
+                          kiln_shape_str(xs, b1, sizeof b1),
+                          kiln_shape_str(ws, b2, sizeof b2), group),
+               NULL;
+    /* depth * kd positions to place, each a known index below 2^31 */
+    if (__builtin_mul_overflow(depth, kd, &taps) || taps > OX_MAX_DEPTH_TAPS ||
+        full[0] > INT32_MAX)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "input depth %lld times kernel depth %lld (at "
+                          "most %lld) into %lld output depths",
+                          (long long)depth, (long long)kd,
+                          (long long)OX_MAX_DEPTH_TAPS, (long long)full[0]),
+               NULL;
+    int64_t o = og * group; /* group divides ch: at most the weight's size */
+    kiln_shape ys = {.ndim = 5, .d = {nb, o, full[0], full[1], full[2]}};
+    if (kiln_shape_numel(KILN_SHAPE(full[0], full[1], full[2])) < 0 ||
+        kiln_shape_numel(ys) < 0)
+        return ox_problem(c, n, KILN_ERR_SHAPE, "output %s is too large",
+                          kiln_shape_str(ys, b1, sizeof b1)),
+               NULL;
+    kiln_conv_params p = {.groups = group};
+    for (int k = 0; k < 2; k++) {
+        p.stride[k] = (int)stride[1 + k];
+        p.dilation[k] = (int)dil[1 + k];
+    }
+    int64_t plane = full[1] * full[2];
+    x = kiln_reshape(g, kiln_permute(g, x, (const int[]){0, 2, 1, 3, 4}),
+                     KILN_SHAPE(nb * depth, ch, xs.d[3], xs.d[4]));
+    wt = kiln_reshape(g, wt, KILN_SHAPE(ch, og * kd, ws.d[3], ws.d[4]));
+    kiln_node *y = kiln_conv_transpose2d(g, x, wt, NULL, &p);
+    /* [N D, O kd, h, w] -> [N, O, D kd, h w]: entry i kd + t of dim 2 is
+       output depth i s + t d */
+    y = kiln_permute(g, kiln_reshape(g, y, KILN_SHAPE(nb, depth, o, kd, plane)),
+                     (const int[]){0, 2, 1, 3, 4});
+    y = kiln_reshape(g, y, KILN_SHAPE(nb, o, taps, plane));
+    int32_t *idx = malloc((size_t)taps * sizeof *idx);
+    if (!idx)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
+    int moved = taps != full[0];
+    for (int64_t i = 0; i < depth; i++)
+        for (int64_t t = 0; t < kd; t++) {
+            idx[i * kd + t] = (int32_t)(i * stride[0] + t * dil[0]);
+            moved |= idx[i * kd + t] != i * kd + t;
+        }
+    if (moved) {
+        kiln_shape zs = KILN_SHAPE(nb, o, full[0], plane);
+        kiln_node *at = kiln_constant(g, KILN_I32, KILN_SHAPE(taps), idx);
+        y = kiln_index_add(g, kiln_broadcast_to(g, kiln_scalar(g, 0), zs), 2,
+                           at, y);
+    }
+    free(idx);
+    return kiln_reshape(g, y, ys);
+}

@@ -51,9 +51,19 @@ static int conv_trilu(ox_ctx *c, ox_node *n)
    begin and end (negative: zeros it adds); out = full + op - begin - end. */
 typedef struct deconv {
     int nsp;
-    int64_t in[2], k[2], full[2], begin[2], end[2];
-    int64_t stride[2], dil[2], op[2];
+    int64_t in[3], k[3], full[3], begin[3], end[3];
+    int64_t stride[3], dil[3], op[3];
 } deconv;
+
+/* a * b + c for a, b, c >= 0; -1 past KILN_MAX_NUMEL. */
+static int64_t mul_add(int64_t a, int64_t b, int64_t c)
+{
+    int64_t r;
+    if (c < 0 || __builtin_mul_overflow(a, b, &r) ||
+        __builtin_add_overflow(r, c, &r) || r > KILN_MAX_NUMEL)
+        return -1;
+    return r;
+}
 
 /* ONNX's pads from output_shape or auto_pad: total = full + op - out,
    split with the odd one at the end for SAME_UPPER, else at the begin. */
@@ -67,7 +77,7 @@ static void pads_for(deconv *d, int i, int64_t out, int upper)
 
 static int deconv_pads(ox_ctx *c, const ox_node *n, deconv *d)
 {
-    int64_t pads[4], out[4];
+    int64_t pads[6], out[3];
     const int64_t *shape;
     int64_t count;
     char mode[16];
@@ -85,15 +95,25 @@ static int deconv_pads(ox_ctx *c, const ox_node *n, deconv *d)
                           (long long)count),
                -1;
     for (int i = 0; i < d->nsp; i++) {
-        out[i] = count ? shape[count - d->nsp + i] : d->in[i] * d->stride[i];
+        out[i] = count ? shape[count - d->nsp + i]
+                       : mul_add(d->in[i], d->stride[i], 0);
+        if ((count || same) && (out[i] < 1 || out[i] > KILN_MAX_NUMEL))
+            return ox_problem(c, n, KILN_ERR_ARG,
+                              "output size %lld of spatial dim %d",
+                              (long long)out[i], i),
+                   -1;
         if (count || same)
             pads_for(d, i, out[i], upper);
         else {
             d->begin[i] = pads[i];
             d->end[i] = pads[d->nsp + i];
         }
-        if (d->full[i] + d->op[i] - d->begin[i] - d->end[i] < 1)
-            return ox_problem(c, n, KILN_ERR_ARG, "empty output"), -1;
+        int64_t size = d->full[i] + d->op[i] - d->begin[i] - d->end[i];
+        if (size < 1 || size > KILN_MAX_NUMEL)
+            return ox_problem(c, n, KILN_ERR_ARG,
+                              "output size %lld of spatial dim %d",
+                              (long long)size, i),
+                   -1;
     }
     return 0;
 }
@@ -101,12 +121,19 @@ static int deconv_pads(ox_ctx *c, const ox_node *n, deconv *d)
 static int deconv_read(ox_ctx *c, const ox_node *n, kiln_shape xs,
                        kiln_shape ws, deconv *d)
 {
-    int64_t ks[2];
+    int64_t ks[3];
+    char b1[64], b2[64];
     memset(d, 0, sizeof *d);
     d->nsp = xs.ndim - 2;
-    if (d->nsp < 1 || d->nsp > 2 || ws.ndim != xs.ndim)
+    if (d->nsp < 1 || d->nsp > 3)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
-                          "%d spatial dims (Kiln has 1 and 2)", d->nsp),
+                          "%d spatial dims (Kiln has 1 to 3)", d->nsp),
+               -1;
+    if (ws.ndim != xs.ndim)
+        return ox_problem(c, n, KILN_ERR_SHAPE,
+                          "input %s and weight %s differ in rank",
+                          kiln_shape_str(xs, b1, sizeof b1),
+                          kiln_shape_str(ws, b2, sizeof b2)),
                -1;
     if (ox_ints_attr(c, n, "strides", d->nsp, 1, d->stride) ||
         ox_ints_attr(c, n, "dilations", d->nsp, 1, d->dil) ||
@@ -120,8 +147,17 @@ static int deconv_read(ox_ctx *c, const ox_node *n, kiln_shape xs,
             return ox_problem(c, n, KILN_ERR_SHAPE,
                               "kernel_shape differs from the weight's"),
                    -1;
-        d->full[i] =
-            d->stride[i] * (d->in[i] - 1) + d->dil[i] * (d->k[i] - 1) + 1;
+        d->full[i] = d->in[i] < 1 || d->k[i] < 1
+                         ? -1
+                         : mul_add(d->stride[i], d->in[i] - 1,
+                                   mul_add(d->dil[i], d->k[i] - 1, 1));
+        if (d->full[i] < 1)
+            return ox_problem(c, n, KILN_ERR_SHAPE,
+                              "input %s, weight %s: spatial dim %d is empty "
+                              "or its output too large",
+                              kiln_shape_str(xs, b1, sizeof b1),
+                              kiln_shape_str(ws, b2, sizeof b2), i),
+                   -1;
     }
     return deconv_pads(c, n, d);
 }
@@ -152,9 +188,35 @@ static kiln_node *deconv_trim(ox_ctx *c, kiln_node *y, const deconv *d)
     return pad ? kiln_pad(c->g, y, lo, hi, 0) : y;
 }
 
-/* Kiln's conv_transpose2d without padding, then ONNX's pads by cropping
-   or zero-padding the result, then the bias; 1-D runs as 2-D of height
-   1. */
+/* The 1-D or 2-D transposed convolution without padding: Kiln's
+   conv_transpose2d, 1-D as 2-D of height 1. */
+static kiln_node *deconv_2d(ox_ctx *c, kiln_node *x, kiln_node *w,
+                            const deconv *d, int group)
+{
+    kiln_shape xs = kiln_node_shape(x), ws = kiln_node_shape(w);
+    kiln_conv_params p = {.groups = group};
+    for (int i = 0; i < 2; i++) {
+        int at = d->nsp == 1 ? 0 : i;
+        p.stride[i] = d->nsp == 1 && i == 0 ? 1 : (int)d->stride[at];
+        p.dilation[i] = d->nsp == 1 && i == 0 ? 1 : (int)d->dil[at];
+    }
+    if (d->nsp == 1) {
+        x = kiln_reshape(c->g, x, KILN_SHAPE(xs.d[0], xs.d[1], 1, xs.d[2]));
+        w = kiln_reshape(c->g, w, KILN_SHAPE(ws.d[0], ws.d[1], 1, ws.d[2]));
+    }
+    kiln_node *y = kiln_conv_transpose2d(c->g, x, w, NULL, &p);
+    if (d->nsp == 1) {
+        kiln_shape ys = kiln_node_shape(y);
+        if (ys.ndim != 4) /* poisoned: the graph holds the error */
+            return y;
+        y = kiln_reshape(c->g, y, KILN_SHAPE(ys.d[0], ys.d[1], ys.d[3]));
+    }
+    return y;
+}
+
+/* The transposed convolution without padding (3-D from 2-D products,
+   ops_conv3d.c), then ONNX's pads by cropping or zero-padding the result,
+   then the bias. */
 static int conv_conv_transpose(ox_ctx *c, ox_node *n)
 {
     kiln_node *x = ox_f32(c, n, 0), *w = ox_f32(c, n, 1), *b = ox_f32(c, n, 2);
@@ -165,21 +227,11 @@ static int conv_conv_transpose(ox_ctx *c, ox_node *n)
         return -1;
     if (group < 1 || group > INT32_MAX)
         return ox_problem(c, n, KILN_ERR_ARG, "bad group"), -1;
-    kiln_conv_params p = {.groups = (int)group};
-    for (int i = 0; i < 2; i++) {
-        int at = d.nsp == 1 ? 0 : i;
-        p.stride[i] = d.nsp == 1 && i == 0 ? 1 : (int)d.stride[at];
-        p.dilation[i] = d.nsp == 1 && i == 0 ? 1 : (int)d.dil[at];
-    }
-    if (d.nsp == 1) {
-        x = kiln_reshape(c->g, x, KILN_SHAPE(xs.d[0], xs.d[1], 1, xs.d[2]));
-        w = kiln_reshape(c->g, w, KILN_SHAPE(ws.d[0], ws.d[1], 1, ws.d[2]));
-    }
-    kiln_node *y = kiln_conv_transpose2d(c->g, x, w, NULL, &p);
-    if (d.nsp == 1) {
-        kiln_shape ys = kiln_node_shape(y);
-        y = kiln_reshape(c->g, y, KILN_SHAPE(ys.d[0], ys.d[1], ys.d[3]));
-    }
+    kiln_node *y = d.nsp == 3 ? ox_conv_transpose3d(c, n, x, w, (int)group,
+                                                    d.stride, d.dil, d.full)
+                              : deconv_2d(c, x, w, &d, (int)group);
+    if (!y)
+        return -1;
     y = deconv_trim(c, y, &d);
     if (b) {
         kiln_shape bs = {.ndim = xs.ndim};
