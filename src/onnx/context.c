@@ -180,3 +180,8 @@ int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim)
     }
     return (int)(axis < 0 ? axis + ndim : axis);
 }
+
+kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v)
+{
+    return kiln_broadcast_to(g, kiln_scalar(g, v), s);
+}

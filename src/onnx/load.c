@@ -272,7 +272,11 @@ static void convert_node(ox_ctx *c, const Onnx__NodeProto *p)
                    p->op_type ? p->op_type : "");
     } else if (check_attrs(c, &n, op) == 0 && bound == 1 && c->building) {
         int before = c->n_problems;
-        if (op->fn(c, &n) == 0 && kiln_graph_status(c->g) != KILN_OK) {
+        op->fn(c, &n);
+        /* A failed graph stops the building even when the converter gave
+           up with a problem of its own (read, maybe, from the poisoned
+           result): every later node would be built on poisoned values. */
+        if (kiln_graph_status(c->g) != KILN_OK) {
             ox_problem(c, &n, kiln_graph_status(c->g), "%s",
                        kiln_graph_error(c->g));
             c->building = 0;

@@ -177,6 +177,11 @@ int ox_axis(ox_ctx *c, const ox_node *n, int64_t axis, int ndim);
    i + dim (in f32, exact for any dim Kiln can index). */
 kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
 
+/* v everywhere in shape s, broadcast from a scalar while running: unlike
+   kiln_fill, nothing of s's size is allocated while loading (where s
+   comes from a file's declared sizes). */
+kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v);
+
 /* x reversed along axis (a gather of known indices); NULL when out of
    memory. */
 kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis);

@@ -131,6 +131,12 @@ kiln_node *ox_stack_steps(ox_ctx *c, const ox_node *n, kiln_node **steps,
 {
     kiln_graph *g = c->g;
     kiln_shape s = kiln_node_shape(steps[0]), one = s;
+    if (s.ndim >= KILN_MAX_DIMS)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "scan output of %d dims: stacked it would have "
+                          "more than %d",
+                          s.ndim, KILN_MAX_DIMS),
+               NULL;
     one.ndim = s.ndim + 1;
     one.d[0] = 1;
     memcpy(one.d + 1, s.d, (size_t)s.ndim * sizeof *s.d);
@@ -321,6 +327,7 @@ static int conv_loop(ox_ctx *c, ox_node *n)
         n->out[L.carried + j] =
             ox_stack_steps(c, n, L.scan + j * OX_MAX_UNROLL, L.steps, 0, 0);
         n->out_type[L.carried + j] = L.scan_type[j];
+        bad = !n->out[L.carried + j];
     }
     ox_flows_free(L.v, L.carried);
     free(L.scan);

@@ -96,7 +96,7 @@ static int conv_det(ox_ctx *c, ox_node *n)
     for (int64_t k = m; k > 0; k--)
         step(c->g, &x, &det, k);
     /* the determinant of a 0 x 0 matrix is 1 */
-    det = det ? kiln_reshape(c->g, det, out) : kiln_fill(c->g, out, 1);
+    det = det ? kiln_reshape(c->g, det, out) : ox_fill(c->g, out, 1);
     ox_out(c, n, det, ox_in_type(n, 0));
     return 0;
 }

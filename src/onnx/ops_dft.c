@@ -75,6 +75,14 @@ static kiln_node *dft(ox_ctx *c, const ox_node *n, kiln_node *x, int a,
     kiln_shape s = kiln_node_shape(x);
     int nd = s.ndim - 1; /* without the complex dim */
     int64_t bins = onesided ? len / 2 + 1 : len;
+    if (kiln_graph_status(g) != KILN_OK) /* x poisoned: the graph's error */
+        return x;
+    if (nd < 1 || a >= nd)
+        return ox_problem(c, n, KILN_ERR_SHAPE,
+                          "a signal of %d dims: want [..., 1 or 2] with the "
+                          "axis before the last",
+                          s.ndim),
+               NULL;
     if (s.d[nd] != 1 && s.d[nd] != 2)
         return ox_problem(c, n, KILN_ERR_SHAPE,
                           "the last dim must be 1 (real) or 2 (complex), not "

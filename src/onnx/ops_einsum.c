@@ -213,6 +213,15 @@ static int contract(kiln_graph *g, term *a, term *b, const int *keep,
             sb[k - nl] = so[k - nk] = d;
         }
     }
+    /* each operand broadcast to the other's sizes must stay a shape */
+    kiln_shape ca = {.ndim = nb + nl + nk}, cb = {.ndim = nb + nk + nr},
+               co = {.ndim = nb + nl + nr};
+    memcpy(ca.d, sa, sizeof(int64_t) * (size_t)ca.ndim);
+    memcpy(cb.d, sb, sizeof(int64_t) * (size_t)cb.ndim);
+    memcpy(co.d, so, sizeof(int64_t) * (size_t)co.ndim);
+    if (kiln_shape_numel(ca) < 0 || kiln_shape_numel(cb) < 0 ||
+        kiln_shape_numel(co) < 0)
+        return -1;
     kiln_node *x = as_batch(g, a, la, sa, (const int[]){nb, nl, nk}),
               *y = as_batch(g, b, lb, sb, (const int[]){nb, nk, nr});
     kiln_shape s = {.ndim = nb + nl + nr};
@@ -312,7 +321,8 @@ static int conv_einsum(ox_ctx *c, ox_node *n)
         if (contract(c->g, &t[0], &t[k], keep, n_keep))
             return ox_problem(c, n, KILN_ERR_SHAPE,
                               "operand %d: sizes of a shared label differ, a "
-                              "diagonal over 4096, or more than 8 dims",
+                              "diagonal over 4096, more than 8 dims or "
+                              "over 2^40 elements",
                               k),
                    -1;
     }

@@ -199,9 +199,13 @@ static int conv_tile(ox_ctx *c, ox_node *n)
     for (int k = 0; k < s.ndim; k++) {
         if (h->i[k] < 0)
             return ox_problem(c, n, KILN_ERR_ARG, "negative repeats"), -1;
+        if (__builtin_mul_overflow(s.d[k], h->i[k], &out.d[k]))
+            return ox_problem(c, n, KILN_ERR_SHAPE,
+                              "%lld repeats of axis %d of size %lld",
+                              (long long)h->i[k], k, (long long)s.d[k]),
+                   -1;
         wide.d[wide.ndim] = 1, big.d[wide.ndim++] = h->i[k];
         wide.d[wide.ndim] = s.d[k], big.d[wide.ndim++] = s.d[k];
-        out.d[k] = s.d[k] * h->i[k];
     }
     big.ndim = wide.ndim;
     kiln_node *y = kiln_broadcast_to(c->g, kiln_reshape(c->g, x, wide), big);

@@ -262,7 +262,7 @@ static int conv_dropout(ox_ctx *c, ox_node *n)
                -1;
     conv_identity(c, n);
     if (n->n_out > 1)
-        n->out[1] = kiln_fill(c->g, kiln_node_shape(n->out[0]), 1);
+        n->out[1] = ox_fill(c->g, kiln_node_shape(n->out[0]), 1);
     n->out_type[1] = OX_BOOL;
     return 0;
 }

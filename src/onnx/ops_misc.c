@@ -71,6 +71,9 @@ static int conv_hyperbolic(ox_ctx *c, ox_node *n)
     return 0;
 }
 
+/* EyeLike's most rows (its table of columns is made while loading). */
+#define OX_MAX_EYE_ROWS ((int64_t)1 << 24)
+
 static int conv_eye_like(ox_ctx *c, ox_node *n)
 {
     int64_t dtype, k;
@@ -85,14 +88,25 @@ static int conv_eye_like(ox_ctx *c, ox_node *n)
                -1;
     if (s.ndim != 2)
         return ox_problem(c, n, KILN_ERR_SHAPE, "input of rank %d", s.ndim), -1;
-    float *v = calloc((size_t)kiln_shape_numel(s) + 1, sizeof *v);
-    if (!v)
+    /* row i is the one-hot row of column i + k (none outside): a table of
+       the rows while loading, not of the matrix */
+    if (s.d[0] > OX_MAX_EYE_ROWS || s.d[1] > INT32_MAX)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "a %lld x %lld identity (at most %lld rows, %d "
+                          "columns)",
+                          (long long)s.d[0], (long long)s.d[1],
+                          (long long)OX_MAX_EYE_ROWS, INT32_MAX),
+               -1;
+    /* past the matrix every row is zero: k clamped, i + k cannot overflow */
+    k = k < -s.d[0] ? -s.d[0] : k > s.d[1] ? s.d[1] : k;
+    int32_t *col = malloc((size_t)s.d[0] * sizeof *col + 1);
+    if (!col)
         return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
     for (int64_t i = 0; i < s.d[0]; i++)
-        if (i + k >= 0 && i + k < s.d[1])
-            v[i * s.d[1] + i + k] = 1;
-    ox_out(c, n, kiln_constant(c->g, KILN_F32, s, v), (int)dtype);
-    free(v);
+        col[i] = i + k >= 0 && i + k < s.d[1] ? (int32_t)(i + k) : -1;
+    kiln_node *at = kiln_constant(c->g, KILN_I32, KILN_SHAPE(s.d[0]), col);
+    free(col);
+    ox_out(c, n, kiln_one_hot(c->g, at, (int)s.d[1]), (int)dtype);
     return 0;
 }
 
@@ -159,7 +173,9 @@ static int conv_depth_space(ox_ctx *c, ox_node *n)
         ox_attr_string(c, n, "mode", "DCR", mode, sizeof mode))
         return -1;
     int is_crd = !strcmp(mode, "CRD");
-    if (s.ndim != 4 || b < 1 || (to_space && s.d[1] % (b * b)) ||
+    /* b * b below 2^40 first: b * b divides the channels, b the sides */
+    if (s.ndim != 4 || b < 1 || b > (1 << 20) ||
+        (to_space && s.d[1] % (b * b)) ||
         (!to_space && (s.d[2] % b || s.d[3] % b)))
         return ox_problem(c, n, KILN_ERR_SHAPE, "blocksize %lld for this input",
                           (long long)b),
@@ -202,9 +218,9 @@ static int conv_scatter(ox_ctx *c, ox_node *n)
     if (!strcmp(red, "add"))
         y = kiln_scatter_add(g, x, a, idx, u);
     else if (!strcmp(red, "none")) {
-        kiln_node *zero = kiln_fill(g, s, 0);
+        kiln_node *zero = ox_fill(g, s, 0);
         kiln_node *hit = kiln_scatter_add(g, zero, a, idx,
-                                          kiln_fill(g, kiln_node_shape(u), 1));
+                                          ox_fill(g, kiln_node_shape(u), 1));
         y = kiln_select(g, hit, kiln_scatter_add(g, zero, a, idx, u), x);
     } else
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "reduction '%s'", red),

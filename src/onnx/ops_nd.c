@@ -42,7 +42,7 @@ static int nd_index(ox_ctx *c, const ox_node *n, kiln_shape ds, int64_t b,
     r->row = malloc((size_t)r->count * sizeof *r->row + 1);
     if (!r->row)
         return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), -1;
-    int64_t per_batch = r->count / batch;
+    int64_t per_batch = batch ? r->count / batch : 0; /* no rows: 0 / 0 */
     for (int64_t t = 0; t < r->count; t++) {
         int64_t at = (t / per_batch) * points;
         for (int64_t j = 0, stride = points; j < k; j++) {
@@ -117,8 +117,8 @@ static int conv_scatter_nd(ox_ctx *c, ox_node *n)
     if (!strcmp(red, "add"))
         y = kiln_index_add(g, flat, 0, idx, u);
     else if (!mul) {
-        kiln_node *zero = kiln_fill(g, r.flat, 0);
-        kiln_node *hit = kiln_index_add(g, zero, 0, idx, kiln_fill(g, us, 1));
+        kiln_node *zero = ox_fill(g, r.flat, 0);
+        kiln_node *hit = kiln_index_add(g, zero, 0, idx, ox_fill(g, us, 1));
         y = kiln_select(g, hit, kiln_index_add(g, zero, 0, idx, u), flat);
     }
     ox_out(c, n, kiln_reshape(g, y, ds), ox_in_type(n, 0));

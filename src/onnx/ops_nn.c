@@ -73,6 +73,10 @@ static int read_window(ox_ctx *c, const ox_node *n, kiln_shape xs,
         ox_attr_string(c, n, "auto_pad", "NOTSET", mode, sizeof mode))
         return -1;
     for (int i = 0; i < w->nsp; i++) {
+        if (k[i] > INT32_MAX) /* a weight's: (k - 1) dil must not overflow */
+            return ox_problem(c, n, KILN_ERR_SHAPE, "kernel size %lld",
+                              (long long)k[i]),
+                   -1;
         w->in[i] = xs.d[2 + i];
         w->k[i] = k[i];
         w->stride[i] = (int)st[i];
@@ -211,7 +215,7 @@ static int conv_pool(ox_ctx *c, ox_node *n)
     window wc = w;
     kiln_node *x0 = x;
     kiln_node *count =
-        exact ? to_2d(c, even_pads(c, kiln_fill(c->g, xs, 1), &wc, 0, 1), &wc)
+        exact ? to_2d(c, even_pads(c, ox_fill(c->g, xs, 1), &wc, 0, 1), &wc)
               : NULL;
     x = to_2d(c, even_pads(c, x, &w, max ? -INFINITY : 0, wide || exact), &w);
     int kk[2] = {(int)w.k[0], (int)w.k[1]}, st[2] = {w.stride[0], w.stride[1]};

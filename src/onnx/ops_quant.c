@@ -190,6 +190,8 @@ static int conv_qlinear_conv(ox_ctx *c, ox_node *n)
     kiln_node *y = int_conv(c, n, 0, 2, 3, 5);
     if (!y)
         return -1;
+    if (kiln_graph_status(g) != KILN_OK) /* y poisoned: the graph's error */
+        return 0;
     kiln_shape ys = kiln_node_shape(y);
     if (n->n_in > 8 && n->in[8])
         y = kiln_add(g, y, along(c, n, 8, ys, 1));

@@ -159,14 +159,14 @@ static int conv_max_unpool(ox_ctx *c, ox_node *n)
     if (unpool_shape(c, n, xs, &unpooled, &out))
         return -1;
     int64_t count = kiln_shape_numel(xs), total = kiln_shape_numel(unpooled);
-    kiln_node *zero = kiln_fill(g, KILN_SHAPE(total), 0);
+    kiln_node *zero = ox_fill(g, KILN_SHAPE(total), 0);
     idx = kiln_reshape(g, idx, KILN_SHAPE(count));
     kiln_node *sum = kiln_scatter_add(g, zero, 0, idx,
                                       kiln_reshape(g, x, KILN_SHAPE(count)));
     kiln_node *hits =
-        kiln_scatter_add(g, zero, 0, idx, kiln_fill(g, KILN_SHAPE(count), 1));
+        kiln_scatter_add(g, zero, 0, idx, ox_fill(g, KILN_SHAPE(count), 1));
     kiln_node *once = kiln_select(g, kiln_lt(g, hits, kiln_scalar(g, 0.5f)),
-                                  kiln_fill(g, KILN_SHAPE(total), 1), hits);
+                                  ox_fill(g, KILN_SHAPE(total), 1), hits);
     kiln_node *y = kiln_reshape(g, kiln_div(g, sum, once), unpooled);
     int64_t lo[KILN_MAX_DIMS] = {0}, hi[KILN_MAX_DIMS];
     int grow = 0;

@@ -267,8 +267,8 @@ static void dir_operands(kiln_graph *g, const rnn *r, kiln_node **in, int d,
               : NULL;
     kiln_node *p = part(g, in[7], d);
     w->p = p ? kiln_reshape(g, p, KILN_SHAPE(1, 3 * r->hidden)) : NULL;
-    w->h = in[5] ? part(g, in[5], d) : kiln_fill(g, hs, 0);
-    w->c = in[6] ? part(g, in[6], d) : kiln_fill(g, hs, 0);
+    w->h = in[5] ? part(g, in[5], d) : ox_fill(g, hs, 0);
+    w->c = in[6] ? part(g, in[6], d) : ox_fill(g, hs, 0);
     int64_t H = r->hidden;
     w->pi = w->p ? cols(g, w->p, 0, H) : NULL;
     w->po = w->p ? cols(g, w->p, 1, H) : NULL;

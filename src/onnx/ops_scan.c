@@ -189,6 +189,7 @@ static int conv_scan8(ox_ctx *c, ox_node *n, const Onnx__GraphProto *gp,
     for (int k = 0; !bad && k < total; k++) {
         n->out[k] = ox_stack_steps(c, n, all + k * nb, (int)nb, 0, 0);
         n->out_type[k] = types[k];
+        bad = !n->out[k];
     }
     free(all);
     return bad ? -1 : 0;

@@ -293,7 +293,7 @@ static int conv_constant_of_shape(ox_ctx *c, ox_node *n)
         type = h.type;
         ox_host_free(&h);
     }
-    ox_out(c, n, kiln_fill(c->g, s, v), type);
+    ox_out(c, n, ox_fill(c->g, s, v), type);
     /* Integers filled into a small shape are shape arithmetic (a suffix
        of ones to concatenate into a target shape): keep them known. */
     int64_t count = kiln_shape_numel(s);
@@ -359,8 +359,12 @@ static int conv_pad(ox_ctx *c, ox_node *n)
                           nd),
                -1;
     for (int k = 0; k < count; k++)
-        if (pads[k] < 0)
-            return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "negative pads"), -1;
+        if (pads[k] < 0 || pads[k] > KILN_MAX_NUMEL)
+            return ox_problem(c, n,
+                              pads[k] < 0 ? KILN_ERR_UNSUPPORTED
+                                          : KILN_ERR_SHAPE,
+                              "pad %lld", (long long)pads[k]),
+                   -1;
     n->out[0] = strcmp(mode, "constant")
                     ? ox_pad_mode(c, n, x, pads, mode)
                     : kiln_pad(c->g, x, pads, pads + nd, value);

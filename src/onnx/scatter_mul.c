@@ -57,10 +57,10 @@ static kiln_node *factor(kiln_graph *g, kiln_node *flat, kiln_node *u,
     us.d[0] = m;
     kiln_node *pi = kiln_constant(g, KILN_I32, KILN_SHAPE(m), pos);
     kiln_node *ai = kiln_constant(g, KILN_I32, KILN_SHAPE(m), at);
-    kiln_node *zero = kiln_fill(g, fs, 0);
+    kiln_node *zero = ox_fill(g, fs, 0);
     kiln_node *written =
         kiln_index_add(g, zero, 0, ai, kiln_index_select(g, u, 0, pi));
-    kiln_node *hit = kiln_index_add(g, zero, 0, ai, kiln_fill(g, us, 1));
+    kiln_node *hit = kiln_index_add(g, zero, 0, ai, ox_fill(g, us, 1));
     return kiln_select(g, hit, written, kiln_scalar(g, 1));
 }
 

@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Hostile models from an audit of the ONNX importer's converters (kept by
+tests/test_onnx_fuzz.c beside the fuzzer's finds): each reached undefined
+behaviour or a load-time allocation of a declared size before its fix.
+
+audit_poison_then_stft: a QLinearConv whose weight does not fit its input
+  (the convolution fails) and whose w_scale is per channel: it read the
+  channels from the poisoned result and gave up with a problem of its
+  own, so the loader went on to build the STFT on the poisoned graph
+  (its frames' shape read at index -1).
+audit_tile_overflow: Tile by 2^62 repeats (the output size overflowed).
+audit_depth_to_space: DepthToSpace of blocksize 2^32 over no channels
+  (blocksize squared overflowed).
+audit_einsum_broadcast: Einsum "kl,kl->" of [2^40, 1] and [1, 2^40] (the
+  broadcast sizes' product overflowed).
+audit_conv_same_kernel: Conv with auto_pad SAME_UPPER, a weight of kernel
+  2^35 and dilation 2^31 - 1 (the dilated span overflowed).
+audit_loop_nine_dims: a Loop whose scan output has 8 dims (stacked into 9:
+  written past the shape's dims).
+audit_gather_nd_empty: GatherND with a batch dim of 0 (rows per batch
+  divided 0 by 0).
+audit_dft_scalar: DFT of a 0-d signal (its last dim read at index -1).
+audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
+audit_fills_huge: ops whose constants took their input's declared size
+  while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
+  ScatterElements, ScatterND, MaxUnpool, EyeLike, Det of empty matrices,
+  a GRU's initial state) on inputs of up to 2^40 elements: they load.
+
+Run: /usr/bin/python3 tests/ref/make_onnx_audit_models.py  (python3-onnx).
+"""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from make_onnx_models import save_unchecked
+
+BIG = 1 << 40
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def i64(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def ints(name, v):
+    return numpy_helper.from_array(np.array(v, np.int64), name)
+
+
+def write(name, nodes, inputs, outputs, inits=(), opset=13):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    save_unchecked(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="kiln-tests"), name)
+
+
+def main():
+    big = (1 << 31) - 1
+    u8 = lambda name, shape: helper.make_tensor_value_info(
+        name, TensorProto.UINT8, shape)
+    zp = lambda name: numpy_helper.from_array(np.array(0, np.uint8), name)
+    one = lambda name, n=None: numpy_helper.from_array(
+        np.ones(n, np.float32) if n else np.array(1, np.float32), name)
+    write("audit_poison_then_stft",
+          [helper.make_node("QLinearConv",
+                            ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                            ["q"], "qconv"),
+           helper.make_node("STFT", ["s", "step", "", "len"], ["y"], "stft")],
+          [u8("x", [1, 3, 4, 4]), u8("w", [2, 2, 3, 3]),
+           f32("s", [1, 16, 1])],
+          [u8("q", None), f32("y", None)],
+          [one("xs"), zp("xz"), one("ws", 2), zp("wz"), one("ys"), zp("yz"),
+           ints("step", 4), ints("len", 8)], opset=17)
+    write("audit_tile_overflow",
+          [helper.make_node("Tile", ["x", "r"], ["y"], "tile")],
+          [f32("x", [2, 3])], [f32("y", None)], [ints("r", [1 << 62, 1])])
+    write("audit_depth_to_space",
+          [helper.make_node("DepthToSpace", ["x"], ["y"], "d2s",
+                            blocksize=1 << 32)],
+          [f32("x", [1, 0, 2, 2])], [f32("y", None)])
+    write("audit_einsum_broadcast",
+          [helper.make_node("Einsum", ["a", "b"], ["y"], "es",
+                            equation="kl,kl->")],
+          [f32("a", [BIG, 1]), f32("b", [1, BIG])], [f32("y", None)])
+    write("audit_conv_same_kernel",
+          [helper.make_node("Conv", ["x", "w"], ["y"], "conv",
+                            auto_pad="SAME_UPPER", dilations=[big, 1])],
+          [f32("x", [1, 1, 4, 4]), f32("w", [1, 1, 1 << 35, 1])],
+          [f32("y", None)])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Identity", ["v"], ["s_out"])], "body",
+        [i64("i", []), helper.make_tensor_value_info("c_in", TensorProto.BOOL,
+                                                     [])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         f32("s_out", [1] * 8)])
+    write("audit_loop_nine_dims",
+          [helper.make_node("Loop", ["m", ""], ["y"], "loop", body=body)],
+          [f32("v", [1] * 8)], [f32("y", None)], [ints("m", 2)])
+    write("audit_gather_nd_empty",
+          [helper.make_node("GatherND", ["x", "i"], ["y"], "gnd",
+                            batch_dims=1)],
+          [f32("x", [0, 3])], [f32("y", None)],
+          [numpy_helper.from_array(np.zeros((0, 1), np.int64), "i")])
+    write("audit_dft_scalar",
+          [helper.make_node("DFT", ["x"], ["y"], "dft", axis=0)],
+          [f32("x", [])], [f32("y", None)], opset=17)
+    write("audit_pad_huge",
+          [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
+          [f32("x", [2, 3])], [f32("y", None)],
+          [ints("p", [0, 1 << 62, 0, 1 << 62])])
+    side = 1 << 20
+    write("audit_fills_huge",
+          [helper.make_node("ConstantOfShape", ["shape"], ["y0"], "cos"),
+           helper.make_node("Dropout", ["x"], ["y1", "mask"], "drop"),
+           helper.make_node("AveragePool", ["img2"], ["y2"], "pool",
+                            kernel_shape=[3, 3], pads=[0, 0, 1, 1]),
+           helper.make_node("ScatterElements", ["x", "idx", "upd"], ["y3"],
+                            "scatter"),
+           helper.make_node("ScatterND", ["x_nd", "idx_nd", "upd_nd"], ["y4"],
+                            "scatter_nd"),
+           helper.make_node("MaxUnpool", ["img2", "img_idx"], ["y5"],
+                            "unpool", kernel_shape=[2, 2], strides=[2, 2]),
+           helper.make_node("EyeLike", ["x"], ["y6"], "eye"),
+           helper.make_node("Det", ["empty"], ["y7"], "det"),
+           helper.make_node("GRU", ["seq", "gw", "gr"], ["y8"], "gru",
+                            hidden_size=1 << 18)],
+          [f32("x", [side, side]), f32("x_nd", [side, 1024]),
+           f32("img2", [1, 1, 1 << 19, 1 << 19]),
+           i64("img_idx", [1, 1, 1 << 19, 1 << 19]),
+           f32("empty", [BIG, 0, 0]), f32("seq", [1, side, 1]),
+           f32("gw", [1, 3 << 18, 1]), f32("gr", [1, 3 << 18, 1 << 18])],
+          [f32("y%d" % k, None) for k in range(9)] + [f32("mask", None)],
+          [ints("shape", [side, side]), ints("idx", [[0, 1]]),
+           numpy_helper.from_array(np.ones((1, 2), np.float32), "upd"),
+           ints("idx_nd", [[0], [2]]),
+           numpy_helper.from_array(np.ones((2, 1024), np.float32), "upd_nd")],
+          opset=13)
+
+
+if __name__ == "__main__":
+    main()
