@@ -76,6 +76,10 @@ static const fuzz_case cases[] = {
      ALL_NAN},
     {"audit_conv_same_kernel", KILN_ERR_SHAPE,
      "node 'conv' (Conv): kernel size 34359738368", ALL_NAN},
+    {"audit_lstm_hidden", KILN_ERR_ARG,
+     "node 'lstm' (LSTM): hidden_size 4611686018427387904: must be "
+     "positive, at most 2^40",
+     ALL_NAN},
     {"audit_pad_huge", KILN_ERR_SHAPE,
      "node 'pad' (Pad): pad 4611686018427387904", ALL_NAN},
     /* A scan output of 8 dims was stacked into 9, written past the
@@ -89,6 +93,20 @@ static const fuzz_case cases[] = {
      "node 'dft' (DFT): a signal of 0 dims: want [..., 1 or 2] with the axis "
      "before the last",
      ALL_NAN},
+    /* Resize whose first axis's product failed: the next axis divided by
+       its input size read from the poisoned result (0; SIGFPE). */
+    {"audit_resize_poisoned", KILN_ERR_SHAPE,
+     "node 'resize' (Resize): kiln_matmul: result shape "
+     "[1,1024,549755813888] has more than 2^40 elements",
+     ALL_NAN},
+    /* MatMul of a vector whose product failed: the vector's axis was
+       dropped from the poisoned result's dims (index -2; UBSan). */
+    {"audit_matmul_vector", KILN_ERR_SHAPE, "node 'mm' (MatMul): kiln_matmul",
+     ALL_NAN},
+    /* MelWeightMatrix of 1e30 bands: converted to int64 before its range
+       was checked (UBSan). */
+    {"audit_mel_huge", KILN_ERR_ARG,
+     "node 'mel' (MelWeightMatrix): num_mel_bins 1e+30", ALL_NAN},
     /* GatherND with a batch dim of 0: 0 rows divided by 0 batches. */
     {"audit_gather_nd_empty", KILN_OK, NULL, ANY},
     /* Constants of the declared sizes made while loading (4 TB for

@@ -77,10 +77,12 @@ static int conv_mel(ox_ctx *c, ox_node *n)
             return -1;
     if (ox_attr_int(c, n, "output_datatype", OX_FLOAT, &dtype))
         return -1;
-    int64_t mels = (int64_t)v[0], bins = (int64_t)v[1] / 2 + 1;
-    if (!(v[0] >= 1 && v[1] >= 1 && v[0] <= MEL_MAX && v[1] <= 2 * MEL_MAX &&
-          v[2] > 0 && isfinite(v[2]) && mels * bins <= MEL_MAX) ||
-        !ox_type_supported((int)dtype))
+    /* converted once in range: a double past int64 (or NaN) is undefined */
+    int in_range = v[0] >= 1 && v[1] >= 1 && v[0] <= MEL_MAX &&
+                   v[1] <= 2 * MEL_MAX && v[2] > 0 && isfinite(v[2]);
+    int64_t mels = in_range ? (int64_t)v[0] : 0;
+    int64_t bins = in_range ? (int64_t)v[1] / 2 + 1 : 0;
+    if (!in_range || mels * bins > MEL_MAX || !ox_type_supported((int)dtype))
         return ox_problem(c, n, KILN_ERR_ARG,
                           "num_mel_bins %g, dft_length %g, sample_rate %g or "
                           "output_datatype %lld out of range",

@@ -304,7 +304,10 @@ static int resize_all(ox_ctx *c, ox_node *n, kiln_node *y, const int64_t *out,
     kiln_shape xs = kiln_node_shape(y);
     float *inside[KILN_MAX_DIMS] = {0};
     int outside = 0;
-    for (int k = 0; y && k < xs.ndim; k++) {
+    /* an axis whose product failed leaves y poisoned: the next would read
+       its input size from it (0) */
+    for (int k = 0; y && k < xs.ndim && kiln_graph_status(c->g) == KILN_OK;
+         k++) {
         /* resize_axis refuses an axis whose W passes MAX_WEIGHTS before
            anything out long is allocated */
         int fits = xs.d[k] > 0 && out[k] <= MAX_WEIGHTS / xs.d[k];

@@ -235,9 +235,14 @@ static int check_inputs(ox_ctx *c, const ox_node *n, rnn *r, kiln_node **in)
         return ox_problem(c, n, KILN_ERR_IO, "W and R are required"), -1;
     if (!r->hidden && rs.ndim == 3)
         r->hidden = rs.d[2];
+    /* bounded first: gates * hidden, 2 gh, 3 hidden stay in int64 */
+    if (r->hidden <= 0 || r->hidden > KILN_MAX_NUMEL)
+        return ox_problem(c, n, KILN_ERR_ARG,
+                          "hidden_size %lld: must be positive, at most 2^40",
+                          (long long)r->hidden),
+               -1;
     gh = r->gates * r->hidden;
-    if (r->hidden <= 0 ||
-        check_shape(c, n, in[1], "W", 3, (int64_t[]){D, gh, xs.d[2]}) ||
+    if (check_shape(c, n, in[1], "W", 3, (int64_t[]){D, gh, xs.d[2]}) ||
         check_shape(c, n, in[2], "R", 3, (int64_t[]){D, gh, r->hidden}) ||
         (in[3] && check_shape(c, n, in[3], "B", 2, (int64_t[]){D, 2 * gh})) ||
         (in[4] && check_shape(c, n, in[4], "sequence_lens", 1, &B)) ||
@@ -247,10 +252,7 @@ static int check_inputs(ox_ctx *c, const ox_node *n, rnn *r, kiln_node **in)
                               (int64_t[]){D, B, r->hidden})) ||
         (in[7] &&
          check_shape(c, n, in[7], "P", 2, (int64_t[]){D, 3 * r->hidden})))
-        return r->hidden <= 0 ? (ox_problem(c, n, KILN_ERR_ARG,
-                                            "hidden_size must be positive"),
-                                 -1)
-                              : -1;
+        return -1;
     return 0;
 }
 

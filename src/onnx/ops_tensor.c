@@ -19,6 +19,8 @@ static int conv_matmul(ox_ctx *c, ox_node *n)
         b = kiln_reshape(c->g, b, KILN_SHAPE(sb.d[0], 1));
     kiln_node *y = kiln_matmul(c->g, a, b, 0, 0);
     kiln_shape s = kiln_node_shape(y);
+    if (kiln_graph_status(c->g) != KILN_OK) /* y poisoned: no dims to drop */
+        return 0;
     if (sa.ndim == 1 || sb.ndim == 1) {
         int drop = sa.ndim == 1 ? s.ndim - 2 : s.ndim - 1;
         for (int k = drop; k + 1 < s.ndim; k++)

@@ -20,6 +20,14 @@ audit_loop_nine_dims: a Loop whose scan output has 8 dims (stacked into 9:
 audit_gather_nd_empty: GatherND with a batch dim of 0 (rows per batch
   divided 0 by 0).
 audit_dft_scalar: DFT of a 0-d signal (its last dim read at index -1).
+audit_resize_poisoned: Resize whose first axis's product fails (over 2^40
+  elements): the next axis read its input size, 0, from the poisoned
+  result and divided by it.
+audit_lstm_hidden: LSTM of hidden_size 2^62 (gates times hidden overflowed).
+audit_matmul_vector: MatMul of a vector [3] by [4, 5] (the product fails):
+  the vector's axis was dropped from the poisoned result's dims (index -2).
+audit_mel_huge: MelWeightMatrix of 1e30 mel bins (converted to int64 before
+  the range check: undefined).
 audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
@@ -106,6 +114,26 @@ def main():
     write("audit_dft_scalar",
           [helper.make_node("DFT", ["x"], ["y"], "dft", axis=0)],
           [f32("x", [])], [f32("y", None)], opset=17)
+    write("audit_resize_poisoned",
+          [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], "resize")],
+          [f32("x", [2, 1 << 19, 1 << 20])], [f32("y", None)],
+          [ints("sizes", [1024, 1 << 19, 1 << 20])])
+    write("audit_lstm_hidden",
+          [helper.make_node("LSTM", ["x", "w", "r"], ["y"], "lstm",
+                            hidden_size=1 << 62)],
+          [f32("x", [2, 1, 3]), f32("w", [1, 4, 3]), f32("r", [1, 4, 1])],
+          [f32("y", None)])
+    write("audit_matmul_vector",
+          [helper.make_node("MatMul", ["a", "b"], ["y"], "mm")],
+          [f32("a", [3]), f32("b", [4, 5])], [f32("y", None)])
+    fl = lambda name, v: numpy_helper.from_array(np.array(v, np.float32),
+                                                 name)
+    write("audit_mel_huge",
+          [helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"],
+                            ["y"], "mel")],
+          [], [f32("y", None)],
+          [fl("m", 1e30), ints("d", 16), ints("r", 8000), fl("lo", 0),
+           fl("hi", 4000)], opset=17)
     write("audit_pad_huge",
           [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
           [f32("x", [2, 3])], [f32("y", None)],
