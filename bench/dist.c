@@ -7,12 +7,15 @@
 
      [mpirun -np N] dist [--model mlp|cnn] [--threads T] [--batch B]
                          [--steps S] [--bucket-bytes N] [--adam 1]
-                         [--zero1 1] [--shm 0]
+                         [--zero1 1] [--shm 0] [--gemm-acc 0]
 
    SGD by default; --adam 1 trains with Adam (two moments of state per
    value), --zero1 1 shards that state over the ranks (ZeRO-1); --shm 0
    all-reduces the buckets with MPI_Iallreduce where the ranks share a
-   machine (by default they are summed through shared memory).
+   machine (by default they are summed through shared memory);
+   --gemm-acc 0 compiles without the gemm_acc pass (the SGD update of a
+   weight is then a pass of its own after its gradient's product, as a
+   data-parallel step's always is: bench/dist_run's bounds).
 
    Rank 0 prints one line, key=value: ranks, threads, batch, samples_per_s
    (median over S steps after 3 warm-up steps, each timed from a barrier
@@ -36,13 +39,13 @@ static const char *PROG = "bench/dist";
 static const int WIDTHS[4] = {784, 1024, 1024, 10};
 
 typedef struct opts {
-    int threads, batch, steps, cnn, adam, zero1, shm;
+    int threads, batch, steps, cnn, adam, zero1, shm, gemm_acc;
     size_t bucket_bytes;
 } opts;
 
 static opts parse(int argc, char **argv)
 {
-    opts o = {1, 256, 20, 0, 0, 0, 1, 0};
+    opts o = {1, 256, 20, 0, 0, 0, 1, 1, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             o.threads = atoi(argv[i + 1]);
@@ -58,6 +61,8 @@ static opts parse(int argc, char **argv)
             o.shm = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--zero1"))
             o.zero1 = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--gemm-acc"))
+            o.gemm_acc = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bucket-bytes"))
             o.bucket_bytes = (size_t)atoll(argv[i + 1]);
         else
@@ -130,7 +135,9 @@ static kiln_function *build(kiln_session *s, kiln_graph *g, int rows,
     kiln_optimizer *opt = kiln_optimizer_new(s, &oo);
     kiln_node *outs[2] = {loss, kiln_optimizer_build_step(opt, g, loss)};
     kiln_node *ins[2] = {x, y};
-    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
+    kiln_compile_options co = kiln_compile_defaults();
+    co.gemm_acc = o->gemm_acc;
+    kiln_function *f = kiln_compile_ex(s, g, outs, 2, ins, 2, &co);
     if (!f)
         bench_die(PROG, "compile", kiln_session_error(s));
     return f;
