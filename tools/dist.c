@@ -23,6 +23,10 @@ int tool_dist_begin(tool_dist *d)
         return 0;
     if (!(d->comm = kiln_comm_world()))
         return kiln_tool_fail("%s", kiln_last_error());
+    /* a rank that died or stopped ends the job within a minute, with a
+       message, rather than leaving the others waiting for ever */
+    if (!getenv("KILN_DIST_TIMEOUT"))
+        kiln_comm_set_timeout(d->comm, TOOL_DIST_TIMEOUT);
     d->rank = kiln_comm_rank(d->comm);
     d->size = kiln_comm_size(d->comm);
     return 0;

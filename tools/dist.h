@@ -11,8 +11,14 @@ typedef struct tool_dist {
     int agreed; /* a failure every rank reported (tool_dist_end) */
 } tool_dist;
 
-/* Joins the ranks mpirun started, if it started this process; 0, or 1
-   after printing an error (MPI missing from the build, MPI failed). */
+/* Seconds a rank waits for the others at any collective before it gives
+   up with an error (the job then ends): kiln_comm_set_timeout's, unless
+   the environment variable KILN_DIST_TIMEOUT sets it (0: for ever). */
+#define TOOL_DIST_TIMEOUT 60.0
+
+/* Joins the ranks mpirun started, if it started this process (with
+   TOOL_DIST_TIMEOUT); 0, or 1 after printing an error (MPI missing from
+   the build, MPI failed). */
 int tool_dist_begin(tool_dist *d);
 /* Leaves MPI.  After a failure (rc nonzero) of this rank alone, which the
    others do not know of (they wait for it in a collective, and it would

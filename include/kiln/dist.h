@@ -46,6 +46,18 @@ kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes);
    Every rank must choose the same (kiln_comm_sync_session checks).
    KILN_ERR_ARG for a NULL c. */
 kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on);
+/* How long (seconds) any collective of c may wait for the other ranks:
+   the gradient sums of a training step, the start-up check, checkpoint
+   gathers.  0 (the default, unless the environment variable
+   KILN_DIST_TIMEOUT gives seconds) waits for ever, as MPI does.  A
+   collective that times out fails with KILN_ERR_IO and a message saying
+   that a rank died, stopped, or does not make the same calls; c is then
+   unusable (every later collective fails at once) and the job should end
+   with kiln_comm_abort.  KILN_ERR_ARG for a NULL c or seconds not in
+   [0, 1e9]. */
+kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds);
+/* c's timeout in seconds (0: none); -1 for NULL. */
+double kiln_comm_timeout(const kiln_comm *c);
 /* Ends the whole job (every rank) with status code: for an error one rank
    found alone, which would leave the others waiting.  Returns when c is
    NULL. */
@@ -58,8 +70,8 @@ void kiln_comm_abort(kiln_comm *c, int code);
    per communicator.  A step built with c attached runs only while c is:
    detached, or with another communicator attached, its runs fail with
    KILN_ERR_STATE and change nothing (it would otherwise apply one rank's
-   gradient, scaled for the average).  KILN_ERR_ARG (the session's error) when c is attached
-   to another session; KILN_ERR_STATE without MPI. */
+   gradient, scaled for the average).  KILN_ERR_ARG (the session's error) when c
+   is attached to another session; KILN_ERR_STATE without MPI. */
 kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c);
 /* Collective, once every rank has built and compiled its model (and loaded
    a checkpoint, if any): checks that every rank has the same variables

@@ -66,11 +66,10 @@ static kiln_status mpi_failed(kiln_comm *c, int rc, const char *what)
 static kiln_status wait_bucket(kiln_comm *c, dist_plan *p, dist_bucket *b)
 {
     double t0 = MPI_Wtime();
-    int rc =
-        p->shm ? dist_shm_wait(c, p, b) : MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    int rc = p->shm ? dist_shm_wait(c, p, b) : dist_complete(c, &b->req);
     c->stats.wait_seconds += MPI_Wtime() - t0;
     b->done = 1;
-    return rc == MPI_SUCCESS ? KILN_OK : mpi_failed(c, rc, "MPI_Wait");
+    return rc == MPI_SUCCESS ? KILN_OK : mpi_failed(c, rc, "waiting");
 }
 
 static kiln_status start_bucket(kiln_comm *c, dist_plan *p, dist_bucket *b)
@@ -80,9 +79,10 @@ static kiln_status start_bucket(kiln_comm *c, dist_plan *p, dist_bucket *b)
                          "gradient all-reduce: a gradient of %lld values is "
                          "over MPI's count limit",
                          (long long)b->numel);
-    int rc = p->shm ? dist_shm_start(c, p, b)
-                    : MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel,
-                                     MPI_FLOAT, MPI_SUM, c->comm, &b->req);
+    int rc = c->broken ? DIST_TIMED_OUT
+             : p->shm  ? dist_shm_start(c, p, b)
+                       : MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel,
+                                        MPI_FLOAT, MPI_SUM, c->comm, &b->req);
     if (rc != MPI_SUCCESS)
         return mpi_failed(c, rc, p->shm ? "MPI_Ibarrier" : "MPI_Iallreduce");
     b->started = 1;
@@ -154,7 +154,7 @@ kiln_status dist_deliver(kiln_comm *c, dist_plan *p, int slot, float *data)
 
 void dist_progress(kiln_comm *c)
 {
-    for (int k = -1; k < c->n_plans; k++) {
+    for (int k = -1; !c->broken && k < c->n_plans; k++) {
         dist_plan *p = k < 0 ? c->dyn : c->plans[k];
         for (int i = 0; p && i < p->n_buckets; i++) {
             dist_bucket *b = &p->buckets[i];
@@ -173,7 +173,8 @@ void dist_progress(kiln_comm *c)
 
 void dist_plan_settle(kiln_comm *c, dist_plan *p)
 {
-    for (int i = 0; p && i < p->n_buckets; i++)
+    /* a broken communicator's requests never complete */
+    for (int i = 0; p && !c->broken && i < p->n_buckets; i++)
         if (p->buckets[i].started && !p->buckets[i].done)
             wait_bucket(c, p, &p->buckets[i]);
 }

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dist/dist.h"
 
@@ -18,21 +19,235 @@ kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     return st;
 }
 
+/* The timeout of the last collective that timed out, for its message. */
+static double timed_out_after;
+
+int dist_complete(kiln_comm *c, MPI_Request *req)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Wait(req, MPI_STATUS_IGNORE);
+    double end = MPI_Wtime() + c->timeout;
+    for (;;) {
+        int flag = 0, rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        if (MPI_Wtime() > end) {
+            /* the request stays in flight: MPI cannot cancel a collective */
+            c->broken = 1;
+            timed_out_after = c->timeout;
+            return DIST_TIMED_OUT;
+        }
+    }
+}
+
+/* With a timeout, a collective runs on copies of its buffers: MPI may
+   still read and write them after the call timed out (a collective cannot
+   be cancelled), so they are left allocated then, never the caller's
+   memory.  Without one, MPI's blocking call on the caller's buffers. */
+static size_t type_bytes(MPI_Datatype t, int64_t n)
+{
+    int size = 0;
+    if (n <= 0 || t == MPI_DATATYPE_NULL)
+        return 0; /* MPI_Type_size would fail on MPI_DATATYPE_NULL */
+    MPI_Type_size(t, &size);
+    return n > 0 && size > 0 ? (size_t)n * (size_t)size : 0;
+}
+
+/* The copies a collective runs on: a of its input (NULL: none, MPI_IN_PLACE
+   or nothing sent), b of its output. */
+typedef struct staged {
+    void *a, *b;
+} staged;
+
+/* A copy of bytes of src, zeros when src is NULL; NULL when out of
+   memory. */
+static void *copy_of(const void *src, size_t bytes)
+{
+    void *p = malloc(bytes + 1);
+    if (p && bytes) {
+        if (src)
+            memcpy(p, src, bytes);
+        else
+            memset(p, 0, bytes);
+    }
+    return p;
+}
+
+/* Stages in (in_bytes; NULL or MPI_IN_PLACE: no copy) and an output of
+   out_bytes starting as a copy of out_init (zeros when NULL). */
+static int stage(staged *st, const void *in, size_t in_bytes,
+                 const void *out_init, size_t out_bytes)
+{
+    st->a = in && in != MPI_IN_PLACE ? copy_of(in, in_bytes) : NULL;
+    st->b = copy_of(out_init, out_bytes);
+    if (st->b && (st->a || !in || in == MPI_IN_PLACE))
+        return MPI_SUCCESS;
+    free(st->a);
+    free(st->b);
+    return MPI_ERR_NO_MEM;
+}
+
+/* Completes the request started with rc and copies the staged output
+   into out (bytes); the copies are freed unless the call timed out, since
+   MPI may still use them then. */
+static int unstage(kiln_comm *c, int rc, MPI_Request *req, staged *st,
+                   void *out, size_t bytes)
+{
+    if (rc == MPI_SUCCESS && (rc = dist_complete(c, req)) == MPI_SUCCESS &&
+        bytes)
+        memcpy(out, st->b, bytes);
+    if (rc != DIST_TIMED_OUT) {
+        free(st->a);
+        free(st->b);
+    }
+    return rc;
+}
+
+/* The extent in bytes of counts[r] values at displs[r] over size ranks. */
+static size_t extent(MPI_Datatype t, const int *counts, const int *displs,
+                     int size)
+{
+    int64_t end = 0;
+    for (int r = 0; counts && displs && r < size; r++)
+        if (counts[r] > 0 && (int64_t)displs[r] + counts[r] > end)
+            end = (int64_t)displs[r] + counts[r];
+    return type_bytes(t, end);
+}
+
+int dist_bcast(kiln_comm *c, void *buf, int n, MPI_Datatype t, int root)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Bcast(buf, n, t, root, c->comm);
+    size_t bytes = type_bytes(t, n);
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, NULL, 0, buf, bytes);
+    if (rc == MPI_SUCCESS)
+        rc = unstage(c, MPI_Ibcast(st.b, n, t, root, c->comm, &req), &req, &st,
+                     buf, bytes);
+    return rc;
+}
+
+int dist_allreduce(kiln_comm *c, const void *in, void *out, int n,
+                   MPI_Datatype t, MPI_Op op)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Allreduce(in, out, n, t, op, c->comm);
+    size_t bytes = type_bytes(t, n);
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, NULL, 0, in == MPI_IN_PLACE ? out : in, bytes);
+    if (rc == MPI_SUCCESS)
+        rc = unstage(
+            c, MPI_Iallreduce(MPI_IN_PLACE, st.b, n, t, op, c->comm, &req),
+            &req, &st, out, bytes);
+    return rc;
+}
+
+int dist_allgather(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                   void *out, int m, MPI_Datatype u)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Allgather(in, n, t, out, m, u, c->comm);
+    size_t bytes = type_bytes(u, (int64_t)m * c->size);
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, in, type_bytes(t, n), NULL, bytes);
+    if (rc == MPI_SUCCESS)
+        rc = unstage(c, MPI_Iallgather(st.a, n, t, st.b, m, u, c->comm, &req),
+                     &req, &st, out, bytes);
+    return rc;
+}
+
+int dist_allgatherv(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                    void *out, const int *counts, const int *displs,
+                    MPI_Datatype u)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Allgatherv(in, n, t, out, counts, displs, u, c->comm);
+    /* in place (the ZeRO-1 gather): out holds this rank's range */
+    size_t bytes = extent(u, counts, displs, c->size);
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, in, type_bytes(t, n), in == MPI_IN_PLACE ? out : NULL,
+                   bytes);
+    if (rc == MPI_SUCCESS)
+        rc =
+            unstage(c,
+                    MPI_Iallgatherv(in == MPI_IN_PLACE ? MPI_IN_PLACE : st.a, n,
+                                    t, st.b, counts, displs, u, c->comm, &req),
+                    &req, &st, out, bytes);
+    return rc;
+}
+
+int dist_gather_root(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                     void *out, int m, MPI_Datatype u, int root)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Gather(in, n, t, out, m, u, root, c->comm);
+    size_t bytes = c->rank == root ? type_bytes(u, (int64_t)m * c->size) : 0;
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, in, type_bytes(t, n), NULL, bytes);
+    if (rc == MPI_SUCCESS)
+        rc =
+            unstage(c, MPI_Igather(st.a, n, t, st.b, m, u, root, c->comm, &req),
+                    &req, &st, out, bytes);
+    return rc;
+}
+
+int dist_gatherv_root(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                      void *out, const int *counts, const int *displs,
+                      MPI_Datatype u, int root)
+{
+    if (c->broken)
+        return DIST_TIMED_OUT;
+    if (!(c->timeout > 0))
+        return MPI_Gatherv(in, n, t, out, counts, displs, u, root, c->comm);
+    size_t bytes = c->rank == root ? extent(u, counts, displs, c->size) : 0;
+    staged st;
+    MPI_Request req;
+    int rc = stage(&st, in, type_bytes(t, n), NULL, bytes);
+    if (rc == MPI_SUCCESS)
+        rc = unstage(c,
+                     MPI_Igatherv(st.a, n, t, st.b, counts, displs, u, root,
+                                  c->comm, &req),
+                     &req, &st, out, bytes);
+    return rc;
+}
+
 int dist_agree(kiln_comm *c, int ok, char *msg, int size)
 {
     int mine = ok ? c->size : c->rank, low;
-    if (MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, c->comm) != MPI_SUCCESS)
+    if (dist_allreduce(c, &mine, &low, 1, MPI_INT, MPI_MIN) != MPI_SUCCESS)
         return -2;
     if (low == c->size)
         return -1;
-    return MPI_Bcast(msg, size, MPI_CHAR, low, c->comm) == MPI_SUCCESS ? low
-                                                                       : -2;
+    return dist_bcast(c, msg, size, MPI_CHAR, low) == MPI_SUCCESS ? low : -2;
 }
 
 const char *dist_mpi_error(int rc, char *buf, int size)
 {
     int len = 0;
-    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+    if (rc == DIST_TIMED_OUT)
+        snprintf(buf, (size_t)size,
+                 "no answer from every rank within %g s (a rank died or "
+                 "stopped, or does not make the same calls); the "
+                 "communicator is unusable: end the job (kiln_comm_abort)",
+                 (double)timed_out_after);
+    else if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
         snprintf(buf, (size_t)size, "MPI error %d", rc);
     return buf;
 }
@@ -59,6 +274,15 @@ static int init_mpi(void)
     }
     atexit(finalize_mpi);
     return 0;
+}
+
+/* KILN_DIST_TIMEOUT (seconds, >= 0) when set and valid, else 0. */
+static double default_timeout(void)
+{
+    const char *v = getenv("KILN_DIST_TIMEOUT");
+    char *end = NULL;
+    double t = v ? strtod(v, &end) : 0.0;
+    return v && end != v && *end == 0 && t >= 0 && t <= 1e9 ? t : 0.0;
 }
 
 /* Communicators made so far: each numbers its hook keys from its own
@@ -97,6 +321,7 @@ static kiln_comm *comm_new(MPI_Comm from, const char *fn)
     c->shm = 1;
     c->bucket_bytes = (size_t)1 << 20;
     c->weight = 1.0 / c->size;
+    c->timeout = default_timeout();
     dist_sync_init(c);
     return c;
 }
@@ -157,6 +382,8 @@ void kiln_comm_free(kiln_comm *c)
     dist_plan_free(c->dyn);
     for (int i = 0; i < c->n_plans; i++) {
         dist_plan_settle(c, c->plans[i]);
+        /* MPI_Win_free waits for every rank: not after a timeout */
+        c->plans[i]->leak = c->broken;
         dist_plan_free(c->plans[i]);
     }
     free(c->plans);
@@ -164,7 +391,7 @@ void kiln_comm_free(kiln_comm *c)
     dist_zero_free(c);
     int done = 0;
     MPI_Finalized(&done);
-    if (!done)
+    if (!done && !c->broken)
         MPI_Comm_free(&c->comm);
     free(c);
 }
@@ -205,6 +432,25 @@ kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on)
     c->err[0] = 0;
     c->shm = on != 0;
     return KILN_OK;
+}
+
+kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds)
+{
+    if (!c)
+        return kiln_null_arg("kiln_comm_set_timeout", "communicator");
+    c->err[0] = 0;
+    if (!(seconds >= 0 && seconds <= 1e9))
+        return dist_fail(c, KILN_ERR_ARG,
+                         "kiln_comm_set_timeout: %g s: a timeout is 0 (none) "
+                         "or a positive number of seconds up to 1e9",
+                         seconds);
+    c->timeout = seconds;
+    return KILN_OK;
+}
+
+double kiln_comm_timeout(const kiln_comm *c)
+{
+    return c ? c->timeout : -1.0;
 }
 
 void kiln_comm_abort(kiln_comm *c, int code)
@@ -263,7 +509,7 @@ kiln_status kiln_comm_allreduce_sum(kiln_comm *c, double *v, int n)
     if (n < 0)
         return dist_fail(c, KILN_ERR_ARG, "kiln_comm_allreduce_sum: n = %d", n);
     char msg[MPI_MAX_ERROR_STRING];
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->comm);
+    int rc = dist_allreduce(c, MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM);
     if (rc != MPI_SUCCESS)
         return dist_fail(c, KILN_ERR_IO, "kiln_comm_allreduce_sum: %s",
                          dist_mpi_error(rc, msg, sizeof msg));

@@ -44,6 +44,7 @@ typedef struct dist_plan {
     int64_t total;
     /* summed through a shared-memory window (shm.c): every rank's mem */
     int shm, shm_tried;
+    int leak; /* its communicator broke: freeing the window would hang */
     MPI_Win win;
     float **peer;
     /* the graph form's: its graph divides the sum of the ranks' gradients
@@ -94,7 +95,32 @@ struct kiln_comm {
     int *counts, *displs; /* per rank, for gathers */
     int on_node;          /* every rank on this machine */
     int shm;              /* sum buckets through shared memory there */
+    double timeout;       /* seconds a collective may wait; 0: for ever */
+    int broken;           /* a collective timed out: no more MPI calls */
 };
+
+/* What a collective of c returns when it did not complete within c's
+   timeout (kiln_comm_set_timeout), or when an earlier one did not (c is
+   then broken: its ranks no longer agree on which call comes next, so c
+   calls MPI no more); distinct from MPI's error codes. */
+enum { DIST_TIMED_OUT = -7001 };
+/* Completes *req within c's timeout (for ever when 0): MPI's status or
+   DIST_TIMED_OUT. */
+int dist_complete(kiln_comm *c, MPI_Request *req);
+/* MPI's collectives on c->comm, completed by dist_complete. */
+int dist_bcast(kiln_comm *c, void *buf, int n, MPI_Datatype t, int root);
+int dist_allreduce(kiln_comm *c, const void *in, void *out, int n,
+                   MPI_Datatype t, MPI_Op op);
+int dist_allgather(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                   void *out, int m, MPI_Datatype u);
+int dist_allgatherv(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                    void *out, const int *counts, const int *displs,
+                    MPI_Datatype u);
+int dist_gather_root(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                     void *out, int m, MPI_Datatype u, int root);
+int dist_gatherv_root(kiln_comm *c, const void *in, int n, MPI_Datatype t,
+                      void *out, const int *counts, const int *displs,
+                      MPI_Datatype u, int root);
 
 /* Records c's error message (and kiln_last_error) and returns st. */
 kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
@@ -103,7 +129,7 @@ kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
    lowest rank that is not, whose msg (size bytes) every rank then holds
    in msg; -2 when MPI fails. */
 int dist_agree(kiln_comm *c, int ok, char *msg, int size);
-/* The MPI error text of rc into buf. */
+/* The MPI error text of rc into buf (DIST_TIMED_OUT's too). */
 const char *dist_mpi_error(int rc, char *buf, int size);
 
 /* A plan over n gradients of the given sizes, in that order; NULL when

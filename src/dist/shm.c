@@ -68,7 +68,7 @@ void dist_shm_free(dist_plan *p)
 {
     int done = 0;
     MPI_Finalized(&done);
-    if (!p->shm || done)
+    if (!p->shm || done || p->leak)
         return;
     MPI_Win_unlock_all(p->win);
     MPI_Win_free(&p->win); /* frees p->mem */
@@ -133,10 +133,10 @@ int dist_shm_test(kiln_comm *c, dist_plan *p, dist_bucket *b)
 
 int dist_shm_wait(kiln_comm *c, dist_plan *p, dist_bucket *b)
 {
-    int rc = MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    int rc = dist_complete(c, &b->req);
     if (rc == MPI_SUCCESS && !b->summed &&
         (rc = next_phase(c, p, b)) == MPI_SUCCESS)
-        rc = MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+        rc = dist_complete(c, &b->req);
     MPI_Win_sync(p->win);
     return rc;
 }

@@ -86,7 +86,7 @@ static kiln_status mpi_fail(kiln_comm *c, kiln_session *s, int rc,
 static kiln_status compare(kiln_comm *c, kiln_session *s, const char *sig)
 {
     int len = (int)strlen(sig) + 1, rc;
-    if ((rc = MPI_Bcast(&len, 1, MPI_INT, 0, c->comm)) != MPI_SUCCESS)
+    if ((rc = dist_bcast(c, &len, 1, MPI_INT, 0)) != MPI_SUCCESS)
         return mpi_fail(c, s, rc, "MPI_Bcast");
     char *ref = malloc((size_t)len), mine[LINE_MAX_LEN * 2];
     char *all = malloc((size_t)c->size * sizeof mine);
@@ -99,11 +99,10 @@ static kiln_status compare(kiln_comm *c, kiln_session *s, const char *sig)
     }
     if (c->rank == 0)
         memcpy(ref, sig, (size_t)len);
-    if ((rc = MPI_Bcast(ref, len, MPI_CHAR, 0, c->comm)) != MPI_SUCCESS ||
+    if ((rc = dist_bcast(c, ref, len, MPI_CHAR, 0)) != MPI_SUCCESS ||
         (first_difference(ref, sig, c->rank, mine, sizeof mine),
-         rc = MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, all,
-                            (int)sizeof mine, MPI_CHAR, c->comm)) !=
-            MPI_SUCCESS) {
+         rc = dist_allgather(c, mine, (int)sizeof mine, MPI_CHAR, all,
+                             (int)sizeof mine, MPI_CHAR)) != MPI_SUCCESS) {
         st = mpi_fail(c, s, rc, "MPI_Bcast/MPI_Allgather");
     } else {
         for (int r = 1; r < c->size && st == KILN_OK; r++)
@@ -124,7 +123,7 @@ static int bcast_bytes(kiln_comm *c, void *data, size_t bytes)
 {
     for (size_t at = 0; at < bytes;) {
         size_t n = bytes - at < INT_MAX ? bytes - at : INT_MAX;
-        int rc = MPI_Bcast((char *)data + at, (int)n, MPI_BYTE, 0, c->comm);
+        int rc = dist_bcast(c, (char *)data + at, (int)n, MPI_BYTE, 0);
         if (rc != MPI_SUCCESS)
             return rc;
         at += n;

@@ -156,7 +156,7 @@ static void *storage(void *ctx, int hook, size_t bytes)
     dist_plan *p = c->plans[r->plan];
     /* the first run of the step moves its buckets into shared memory:
        every rank runs it, so every rank gets here */
-    if (!p->shm_tried && c->shm && c->on_node && c->size > 1) {
+    if (!p->shm_tried && c->shm && c->on_node && c->size > 1 && !c->broken) {
         dist_plan_settle(c, p);
         p->shm_tried = 1;
         dist_shm_setup(c, p);

@@ -112,6 +112,18 @@ kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on)
     return unavailable("kiln_comm_set_shared_memory");
 }
 
+kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds)
+{
+    (void)c, (void)seconds;
+    return unavailable("kiln_comm_set_timeout");
+}
+
+double kiln_comm_timeout(const kiln_comm *c)
+{
+    (void)c;
+    return -1.0;
+}
+
 kiln_status kiln_comm_set_zero1(kiln_comm *c, int on)
 {
     (void)c, (void)on;

@@ -139,8 +139,8 @@ kiln_status dist_gather(kiln_comm *c, int64_t total, float *data)
         c->counts[r] = (int)(range_start(total, r + 1, c->size) - c->displs[r]);
     }
     double t0 = MPI_Wtime();
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c->counts,
-                            c->displs, MPI_FLOAT, c->comm);
+    int rc = dist_allgatherv(c, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                             c->counts, c->displs, MPI_FLOAT);
     c->stats.gather_seconds += MPI_Wtime() - t0;
     if (rc != MPI_SUCCESS) {
         char msg[MPI_MAX_ERROR_STRING];

@@ -22,7 +22,7 @@ static int gather_state(kiln_comm *c, const dist_state *e, kiln_tensor **out)
     int *counts =
         c->rank == 0 ? malloc(2 * (size_t)c->size * sizeof *counts) : NULL;
     kiln_tensor *t = c->rank == 0 ? kiln_tensor_new(KILN_F32, e->shape) : NULL;
-    rc = MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, c->comm);
+    rc = dist_gather_root(c, &count, 1, MPI_INT, counts, 1, MPI_INT, 0);
     if (rc == MPI_SUCCESS && c->rank == 0) {
         int *displs = counts + c->size;
         for (int r = 0; r < c->size; r++)
@@ -30,9 +30,9 @@ static int gather_state(kiln_comm *c, const dist_state *e, kiln_tensor **out)
     }
     /* a rank without the memory sends nothing: the gather still matches */
     if (rc == MPI_SUCCESS)
-        rc = MPI_Gatherv(
-            v ? v->data : NULL, v ? count : 0, MPI_FLOAT, t ? t->data : NULL,
-            counts, counts ? counts + c->size : NULL, MPI_FLOAT, 0, c->comm);
+        rc = dist_gatherv_root(c, v ? v->data : NULL, v ? count : 0, MPI_FLOAT,
+                               t ? t->data : NULL, counts,
+                               counts ? counts + c->size : NULL, MPI_FLOAT, 0);
     free(counts);
     *out = t;
     return rc;
@@ -96,9 +96,14 @@ kiln_status kiln_comm_save_session(kiln_comm *c, kiln_session *s,
     kiln_tensor_list_free(whole);
     int code = (int)st;
     /* every rank returns rank 0's outcome */
-    if (MPI_Bcast(&code, 1, MPI_INT, 0, c->comm) != MPI_SUCCESS ||
-        MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, c->comm) != MPI_SUCCESS)
-        return dist_fail(c, KILN_ERR_IO, "%s: MPI_Bcast failed", fn);
+    int rc2 = dist_bcast(c, &code, 1, MPI_INT, 0);
+    if (rc2 == MPI_SUCCESS)
+        rc2 = dist_bcast(c, msg, (int)sizeof msg, MPI_CHAR, 0);
+    if (rc2 != MPI_SUCCESS) {
+        char why[MPI_MAX_ERROR_STRING + 200];
+        return dist_fail(c, KILN_ERR_IO, "%s: MPI_Bcast: %s", fn,
+                         dist_mpi_error(rc2, why, (int)sizeof why));
+    }
     if (code != KILN_OK)
         return dist_fail(c, (kiln_status)code, "%s: %s", fn, msg);
     return KILN_OK;

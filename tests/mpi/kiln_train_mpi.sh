@@ -150,6 +150,21 @@ timeout 120 "$mpirun" -np 2 sh -c \
     >"$tmp/dead.out" 2>"$tmp/dead.err"
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a dead rank: status $rc"
+# a rank that stops mid-training (SIGSTOP: MPI sees nothing wrong): rank 0
+# gives up after KILN_DIST_TIMEOUT seconds with a message and ends the
+# job, not a hang
+if [ "$model" = mlp ]; then
+    start=$(date +%s)
+    KILN_DIST_TIMEOUT=3 timeout 120 "$mpirun" -np 2 sh -c \
+        "[ \$OMPI_COMM_WORLD_RANK = 1 ] && (sleep 2; kill -STOP \$\$) & exec \"$kiln\" $(echo $args) --steps 1000000" \
+        >"$tmp/stopped.out" 2>"$tmp/stopped.err" </dev/null
+    rc=$?
+    took=$(($(date +%s) - start))
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a stopped rank: status $rc"
+    [ $took -lt 60 ] || fail "a stopped rank: the job took $took s to end"
+    grep -q "no answer from every rank within 3 s (a rank died or stopped" \
+        "$tmp/stopped.err" || fail "a stopped rank: no error"
+fi
 
 [ $fails -eq 0 ] || exit 1
 echo "kiln train on 2 ranks matches one process ($model: 50 steps; $runs; errors)"

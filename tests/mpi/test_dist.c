@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -761,6 +762,68 @@ static void test_load_fails_on_one_rank(void **state)
     kiln_session_free(s);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void sleep_s(double seconds)
+{
+    struct timespec t = {(time_t)seconds,
+                         (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+/* A collective the other ranks join late: within the timeout it
+   succeeds; one they never join (a rank stopped) fails on the rank that
+   waited, after its timeout, with KILN_ERR_IO and a message naming the
+   timeout, and its communicator then refuses every later collective at
+   once (its ranks no longer agree on which call is next). */
+static void test_timeout(void **state)
+{
+    (void)state;
+    kiln_comm *c = kiln_comm_world(); /* its own: this test breaks it */
+    assert_non_null(c);
+    int rank = kiln_comm_rank(c), size = kiln_comm_size(c);
+    assert_true(kiln_comm_timeout(c) == 0.0); /* MPI's: for ever */
+    assert_int_equal(kiln_comm_set_timeout(c, -1), KILN_ERR_ARG);
+    assert_non_null(strstr(kiln_comm_error(c), "kiln_comm_set_timeout"));
+    assert_int_equal(kiln_comm_set_timeout(c, NAN), KILN_ERR_ARG);
+    assert_int_equal(kiln_comm_set_timeout(c, INFINITY), KILN_ERR_ARG);
+    assert_int_equal(kiln_comm_set_timeout(NULL, 1), KILN_ERR_ARG);
+    assert_true(kiln_comm_timeout(NULL) == -1.0);
+    assert_true(kiln_comm_timeout(c) == 0.0); /* unchanged by the errors */
+
+    /* late by 0.2 s, within 30 s */
+    assert_int_equal(kiln_comm_set_timeout(c, 30), KILN_OK);
+    double v = rank + 1;
+    if (rank != 0)
+        sleep_s(0.2);
+    assert_int_equal(kiln_comm_allreduce_sum(c, &v, 1), KILN_OK);
+    assert_true(v == size * (size + 1) / 2.0);
+
+    /* rank 0 waits 0.3 s for ranks that never come */
+    if (rank == 0) {
+        assert_int_equal(kiln_comm_set_timeout(c, 0.3), KILN_OK);
+        v = 1;
+        double t0 = now_s();
+        assert_int_equal(kiln_comm_allreduce_sum(c, &v, 1), KILN_ERR_IO);
+        double waited = now_s() - t0;
+        assert_true(waited >= 0.3 && waited < 5);
+        assert_true(v == 1); /* the caller's value untouched */
+        assert_non_null(strstr(kiln_comm_error(c), "within 0.3 s"));
+        assert_non_null(strstr(kiln_comm_error(c), "a rank died or stopped"));
+        /* broken: the next collective fails at once, calling no MPI */
+        t0 = now_s();
+        assert_int_equal(kiln_comm_allreduce_sum(c, &v, 1), KILN_ERR_IO);
+        assert_true(now_s() - t0 < 0.25);
+        assert_non_null(strstr(kiln_comm_error(c), "no answer"));
+    }
+    kiln_comm_free(c);
+}
+
 int main(void)
 {
     comm = kiln_comm_world();
@@ -789,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_step_without_its_communicator),
         cmocka_unit_test(test_load_fails_on_one_rank),
+        cmocka_unit_test(test_timeout),
     };
     /* e.g. KILN_TEST_FILTER='test_zero1*' to run some only */
     if (getenv("KILN_TEST_FILTER"))
