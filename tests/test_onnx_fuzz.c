@@ -111,8 +111,8 @@ static const fuzz_case cases[] = {
     {"audit_gather_nd_empty", KILN_OK, NULL, ANY},
     /* Constants of the declared sizes made while loading (4 TB for
        ConstantOfShape, Dropout's mask, AveragePool's divisor,
-       ScatterElements, ScatterND, MaxUnpool, EyeLike, Det, GRU's state):
-       now broadcast while running. */
+       ScatterElements, ScatterND, MaxUnpool, EyeLike, Det, GRU's state,
+       MaxPool's Indices grids): now broadcast while running. */
     {"audit_fills_huge", KILN_OK, NULL, LOAD_ONLY},
 };
 

@@ -55,21 +55,31 @@ static int read_geom(ox_ctx *c, const ox_node *n, kiln_shape xs, kiln_shape ys,
     return 0;
 }
 
-/* An int32 constant of shape s: element t is r * a + q * b + add, for r
-   = t / cols % rows and q = t % cols (the caller bounds the values). */
-static kiln_node *grid_const(ox_ctx *c, const ox_node *n, kiln_shape s,
-                             int64_t rows, int64_t cols, int64_t a, int64_t b,
-                             int64_t add)
+/* An int32 tensor of shape s whose element at (i0, i1, ...) is add +
+   the sum of coef[k] ik (the caller bounds the values).  Only one vector
+   per axis is made while loading (the sum of the dims, where s may be as
+   large as the input); their sum is broadcast to s while running. */
+static kiln_node *axis_grid(ox_ctx *c, const ox_node *n, kiln_shape s,
+                            const int64_t *coef, int64_t add)
 {
-    int64_t count = kiln_shape_numel(s);
-    int32_t *v = malloc((size_t)count * sizeof *v + 1);
-    if (!v)
-        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
-    for (int64_t t = 0; t < count; t++)
-        v[t] = (int32_t)((t / cols % rows) * a + (t % cols) * b + add);
-    kiln_node *y = kiln_constant(c->g, KILN_I32, s, v);
-    free(v);
-    return y;
+    kiln_graph *kg = c->g;
+    kiln_node *y = NULL;
+    for (int k = 0; k < s.ndim; k++) {
+        if (!coef[k] && (y || k + 1 < s.ndim))
+            continue; /* the last axis carries add when no other did */
+        int32_t *v = malloc((size_t)s.d[k] * sizeof *v + 1);
+        if (!v)
+            return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
+        for (int64_t i = 0; i < s.d[k]; i++)
+            v[i] = (int32_t)(i * coef[k] + (y ? 0 : add));
+        kiln_shape one = {.ndim = s.ndim};
+        for (int d = 0; d < s.ndim; d++)
+            one.d[d] = d == k ? s.d[k] : 1;
+        kiln_node *t = kiln_constant(kg, KILN_I32, one, v);
+        free(v);
+        y = y ? kiln_int_add(kg, y, t) : t;
+    }
+    return kiln_broadcast_to(kg, y, s);
 }
 
 /* The taps of xp [N, C, Hp, Wp] (padded) at the window positions:
@@ -85,16 +95,14 @@ static kiln_node *taps(ox_ctx *c, const ox_node *n, kiln_node *xp,
     kiln_shape xs = kiln_node_shape(xp);
     kiln_shape one = KILN_SHAPE(xs.d[0], xs.d[1], g->oh, g->ow, 1);
     for (int64_t i = 0; i < g->k[0]; i++) {
-        kiln_node *rows =
-            kiln_index_select(kg, xp, 2,
-                              grid_const(c, n, KILN_SHAPE(g->oh), g->oh, 1,
-                                         g->st[0], 0, i * g->dl[0]));
+        kiln_node *rows = kiln_index_select(
+            kg, xp, 2, axis_grid(c, n, KILN_SHAPE(g->oh), g->st, i * g->dl[0]));
         for (int64_t j = 0; j < g->k[1]; j++)
             t[i * g->k[1] + j] = kiln_reshape(
                 kg,
                 kiln_index_select(kg, rows, 3,
-                                  grid_const(c, n, KILN_SHAPE(g->ow), g->ow, 1,
-                                             g->st[1], 0, j * g->dl[1])),
+                                  axis_grid(c, n, KILN_SHAPE(g->ow), g->st + 1,
+                                            j * g->dl[1])),
                 one);
     }
     kiln_node *y = kiln_concat(kg, t, (int)kk, 4);
@@ -155,13 +163,16 @@ int ox_pool_indices(ox_ctx *c, ox_node *n, kiln_node *x, kiln_node *y)
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
                           "the Indices output: positions past 2^31"),
                -1;
-    kiln_node *base =
-        kiln_int_add(kg,
-                     grid_const(c, n, os, g.oh, g.ow, g.st[0] * rs,
-                                g.st[1] * cs, -g.lo[0] * rs - g.lo[1] * cs),
-                     grid_const(c, n, os, planes, g.oh * g.ow, plane, 0, 0));
-    kiln_node *offs = grid_const(c, n, KILN_SHAPE(kk), g.k[0], g.k[1],
-                                 g.dl[0] * rs, g.dl[1] * cs, 0);
+    /* window base: plane (n C + c) and the window's first position */
+    kiln_node *base = axis_grid(
+        c, n, os,
+        (const int64_t[]){xs.d[1] * plane, plane, g.st[0] * rs, g.st[1] * cs},
+        -g.lo[0] * rs - g.lo[1] * cs);
+    kiln_node *offs = kiln_reshape(
+        kg,
+        axis_grid(c, n, KILN_SHAPE(g.k[0], g.k[1]),
+                  (const int64_t[]){g.dl[0] * rs, g.dl[1] * cs}, 0),
+        KILN_SHAPE(kk));
     kiln_node *pick = kiln_reshape(kg, kiln_argmax(kg, all, 4),
                                    KILN_SHAPE(kiln_shape_numel(os)));
     kiln_node *idx = kiln_int_add(

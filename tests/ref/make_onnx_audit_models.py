@@ -32,7 +32,8 @@ audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
   ScatterElements, ScatterND, MaxUnpool, EyeLike, Det of empty matrices,
-  a GRU's initial state) on inputs of up to 2^40 elements: they load.
+  a GRU's initial state, MaxPool's Indices grids) on inputs of up to 2^40
+  elements: they load.
 
 Run: /usr/bin/python3 tests/ref/make_onnx_audit_models.py  (python3-onnx).
 """
@@ -153,13 +154,16 @@ def main():
            helper.make_node("EyeLike", ["x"], ["y6"], "eye"),
            helper.make_node("Det", ["empty"], ["y7"], "det"),
            helper.make_node("GRU", ["seq", "gw", "gr"], ["y8"], "gru",
-                            hidden_size=1 << 18)],
+                            hidden_size=1 << 18),
+           helper.make_node("MaxPool", ["pool_in"], ["y9", "y10"],
+                            "pool_idx", kernel_shape=[1, 1])],
           [f32("x", [side, side]), f32("x_nd", [side, 1024]),
            f32("img2", [1, 1, 1 << 19, 1 << 19]),
            i64("img_idx", [1, 1, 1 << 19, 1 << 19]),
            f32("empty", [BIG, 0, 0]), f32("seq", [1, side, 1]),
-           f32("gw", [1, 3 << 18, 1]), f32("gr", [1, 3 << 18, 1 << 18])],
-          [f32("y%d" % k, None) for k in range(9)] + [f32("mask", None)],
+           f32("gw", [1, 3 << 18, 1]), f32("gr", [1, 3 << 18, 1 << 18]),
+           f32("pool_in", [1, 1, 1 << 13, 1 << 16])],
+          [f32("y%d" % k, None) for k in range(11)] + [f32("mask", None)],
           [ints("shape", [side, side]), ints("idx", [[0, 1]]),
            numpy_helper.from_array(np.ones((1, 2), np.float32), "upd"),
            ints("idx_nd", [[0], [2]]),
