@@ -379,6 +379,8 @@ void kiln_comm_free(kiln_comm *c)
         return;
     detach(c);
     dist_plan_settle(c, c->dyn);
+    if (c->dyn)
+        c->dyn->leak = c->broken;
     dist_plan_free(c->dyn);
     for (int i = 0; i < c->n_plans; i++) {
         dist_plan_settle(c, c->plans[i]);

@@ -44,7 +44,9 @@ typedef struct dist_plan {
     int64_t total;
     /* summed through a shared-memory window (shm.c): every rank's mem */
     int shm, shm_tried;
-    int leak; /* its communicator broke: freeing the window would hang */
+    /* its communicator broke (a timeout): MPI may still write the
+       buckets, and freeing the window would wait for every rank */
+    int leak;
     MPI_Win win;
     float **peer;
     /* the graph form's: its graph divides the sum of the ranks' gradients

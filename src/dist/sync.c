@@ -196,6 +196,8 @@ static dist_plan *dyn_plan(kiln_comm *c, kiln_node *const *grads, int n)
     if (dyn_matches(c->dyn, grads, n))
         return c->dyn;
     dist_plan_settle(c, c->dyn);
+    if (c->dyn)
+        c->dyn->leak = c->broken;
     dist_plan_free(c->dyn);
     int *order = NULL;
     c->dyn = plan_for(c, grads, n, &order);
