@@ -274,7 +274,9 @@ static int run_epoch(trainer *t, const mlp_config *c, int epoch,
 {
     char label[32];
     int leads = tool_dist_leads(&t->d);
-    snprintf(label, sizeof label, "epoch %d/%d", epoch, c->epochs);
+    /* --steps decides the number of epochs when given */
+    snprintf(label, sizeof label, "epoch %d/%lld", epoch,
+             (long long)((t->total + t->per_epoch - 1) / t->per_epoch));
     kiln_progress bar, *pb = leads ? &bar : NULL;
     kiln_progress_begin(pb, stderr, label, t->per_epoch);
     double sum = 0, loss;
