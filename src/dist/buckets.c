@@ -46,8 +46,10 @@ void dist_plan_free(dist_plan *p)
         return;
     if (p->shm)
         dist_shm_free(p);
-    else if (!p->leak) /* after a timeout MPI may still write there */
+    else if (!p->leak)
         free(p->mem);
+    else /* after a timeout MPI may still write there */
+        dist_orphan(p->mem);
     free(p->slots);
     free(p->buckets);
     free(p);

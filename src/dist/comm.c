@@ -19,6 +19,26 @@ kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     return st;
 }
 
+/* Memory MPI may still write after a collective timed out: kept (and
+   reachable) until the process ends. */
+static void **orphans;
+static int n_orphans, cap_orphans;
+
+void dist_orphan(void *p)
+{
+    if (!p)
+        return;
+    if (n_orphans == cap_orphans) {
+        int cap = cap_orphans ? 2 * cap_orphans : 16;
+        void **grown = realloc(orphans, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return; /* leaked, still never freed */
+        orphans = grown;
+        cap_orphans = cap;
+    }
+    orphans[n_orphans++] = p;
+}
+
 /* The timeout of the last collective that timed out, for its message. */
 static double timed_out_after;
 
@@ -101,6 +121,9 @@ static int unstage(kiln_comm *c, int rc, MPI_Request *req, staged *st,
     if (rc != DIST_TIMED_OUT) {
         free(st->a);
         free(st->b);
+    } else {
+        dist_orphan(st->a);
+        dist_orphan(st->b);
     }
     return rc;
 }

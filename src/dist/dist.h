@@ -109,6 +109,9 @@ enum { DIST_TIMED_OUT = -7001 };
 /* Completes *req within c's timeout (for ever when 0): MPI's status or
    DIST_TIMED_OUT. */
 int dist_complete(kiln_comm *c, MPI_Request *req);
+/* Keeps p, which MPI may still write after a collective timed out, until
+   the process ends. */
+void dist_orphan(void *p);
 /* MPI's collectives on c->comm, completed by dist_complete. */
 int dist_bcast(kiln_comm *c, void *buf, int n, MPI_Datatype t, int root);
 int dist_allreduce(kiln_comm *c, const void *in, void *out, int n,
