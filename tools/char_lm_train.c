@@ -58,8 +58,25 @@ static kiln_optim_options adamw(const char_lm_options *o)
 
 /* Builds the model's loss on ids [B, T] and compiles the training step
    and the evaluation; 0, or 1 after printing an error. */
-static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
+/* FNV-1a over the corpus's ids and alphabet: ranks that read different
+   text (of one length and vocabulary) would train different models. */
+static uint64_t corpus_hash(const lm_corpus *c)
 {
+    uint64_t h = 1469598103934665603ull;
+    const int32_t *parts[2] = {c->train, c->val};
+    int64_t lens[2] = {c->n_train, c->n_val};
+    for (int p = 0; p < 2; p++)
+        for (int64_t i = 0; i < lens[p]; i++)
+            h = (h ^ (uint32_t)parts[p][i]) * 1099511628211ull;
+    for (int i = 0; i < c->vocab; i++)
+        h = (h ^ c->chars[i]) * 1099511628211ull;
+    return h;
+}
+
+static int trainer_init(trainer *t, const char_lm_options *o,
+                        const lm_corpus *corpus)
+{
+    int vocab = corpus->vocab;
     t->c = (gpt_config){vocab, o->context, o->layers, o->heads, o->width, 1};
     t->batch = o->batch;
     if (o->batch < t->d.size)
@@ -98,12 +115,17 @@ static int trainer_init(trainer *t, const char_lm_options *o, int vocab)
     t->loss = kiln_tensor_new(KILN_F32, KILN_SCALAR);
     if (!t->ids || !t->targets || !t->loss)
         return kiln_tool_fail("out of memory");
-    char config[256];
+    /* what every rank must agree on: the model, the schedule, the data,
+       and the validation batches (collectives) */
+    char config[512];
     snprintf(config, sizeof config,
              "transformer\nbatch %d\ncontext %d\nlayers %d\nheads %d\nwidth "
-             "%d\nvocabulary %d\nseed %d\nsteps %d\nlr %g",
+             "%d\nvocabulary %d\nseed %d\nsteps %d\nlr %g\nwarmup %d\neval "
+             "batches %d\ncorpus %lld characters, hash %016llx",
              o->batch, o->context, o->layers, o->heads, o->width, vocab,
-             o->seed, o->steps, (double)o->lr);
+             o->seed, o->steps, (double)o->lr, o->warmup, o->eval_batches,
+             (long long)(corpus->n_train + corpus->n_val),
+             (unsigned long long)corpus_hash(corpus));
     return tool_dist_sync(&t->d, t->s, config);
 }
 
@@ -209,7 +231,7 @@ int char_lm_run(const char_lm_options *o)
                o->corpus, (long long)(corpus.n_train + corpus.n_val),
                corpus.vocab, (long long)corpus.n_train,
                (long long)corpus.n_val);
-    int bad = trainer_init(&t, o, corpus.vocab);
+    int bad = trainer_init(&t, o, &corpus);
     if (!bad) {
         if (leads)
             printf("model: %d layers, %d heads, width %d, context %d, batch "

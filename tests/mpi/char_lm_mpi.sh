@@ -6,7 +6,8 @@
 # same validation loss (printed to 4 decimals), variables within 1e-3
 # relative (AdamW and clipping amplify rounding in the smallest gradients);
 # rank 0 alone prints and samples; a batch smaller than the ranks ends the
-# job with an error.
+# job with an error; a warm-up, validation batches or corpus that differ
+# between the ranks fail the start-up check on every rank.
 # usage: char_lm_mpi.sh BUILD_DIR SOURCE_DIR MPIEXEC
 kiln="$1/kiln"
 mpirun="$3"
@@ -62,6 +63,26 @@ rc=$?
 # (the first rank to fail ends the job: the others may not get to say it)
 grep -q "kiln: --batch 2 is the global batch, shared by 3 ranks" \
     "$tmp/small.err" || fail "batch 2 on 3 ranks: no error"
+# what the ranks must agree on (start-up check), each named on every rank:
+# a warm-up (the learning rate's schedule), the validation batches, and
+# the text itself (rank 1's corpus has 'a' and 't' swapped: the same
+# length and alphabet)
+tr 'at' 'ta' <"$tmp/corpus.txt" >"$tmp/corpus1.txt"
+for case in "--warmup 5:--warmup 7:warmup 5', rank 1 has 'config: warmup 7'" \
+    "--eval-batches 4:--eval-batches 2:eval batches 4', rank 1 has 'config: eval batches 2'" \
+    "--corpus $tmp/corpus.txt:--corpus $tmp/corpus1.txt:rank 1 has 'config: corpus 60"; do
+    a=${case%%:*} rest=${case#*:}
+    b=${rest%%:*} want=${rest#*:}
+    timeout 120 "$mpirun" -np 2 sh -c \
+        "if [ \$OMPI_COMM_WORLD_RANK = 1 ]; then x='$b'; else x='$a'; fi; exec \"$kiln\" $(echo $args) \$x" \
+        >"$tmp/mismatch.out" 2>"$tmp/mismatch.err" </dev/null
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched $a: status $rc"
+    for r in 0 1; do
+        grep -q "kiln: rank $r: .*rank 1 differs from rank 0: .*$want" \
+            "$tmp/mismatch.err" || fail "mismatched $a: no error from rank $r"
+    done
+done
 
 [ $fails -eq 0 ] || exit 1
 echo "kiln train --model transformer on 2 and 3 ranks matches one process (20 steps)"
