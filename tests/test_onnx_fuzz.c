@@ -57,6 +57,13 @@ static const fuzz_case cases[] = {
     {"fuzz_pool_indices_poisoned", KILN_ERR_SHAPE,
      "kiln_max_pool2d: input [1,1,5,5] is too small for kernel [5,37]",
      ALL_NAN},
+    /* A GRU (mutated from audit_fills_huge) whose input product failed:
+       its gates' columns were cut along axis -1 of the poisoned result
+       (UBSan). */
+    {"fuzz_gru_poisoned", KILN_ERR_SHAPE,
+     "node 'gru' (GRU): kiln_matmul: result shape [124,1048576,786432] has "
+     "more than 2^40 elements",
+     ALL_NAN},
     /* A QLinearConv that failed read its channels from the poisoned
        result and gave up with a problem of its own; the loader then built
        the next node, an STFT, on the poisoned graph (index -1; UBSan). */
@@ -107,6 +114,22 @@ static const fuzz_case cases[] = {
        was checked (UBSan). */
     {"audit_mel_huge", KILN_ERR_ARG,
      "node 'mel' (MelWeightMatrix): num_mel_bins 1e+30", ALL_NAN},
+    /* Tables of positions as long as a declared dim, past i32: a 3-D
+       pool strided over 2^31 depths, a reversed CumSum of 2^32 points. */
+    {"audit_pool3d_depth", KILN_ERR_UNSUPPORTED,
+     "node 'pool3d' (MaxPool): a strided depth of 2147483648 (at most 2^31 "
+     "- 1)",
+     ALL_NAN},
+    {"audit_cumsum_long", KILN_ERR_UNSUPPORTED,
+     "node 'cumsum' (CumSum): reversing 4294967296 points of axis 0 "
+     "(positions past i32)",
+     ALL_NAN},
+    /* MaxUnpool of 2^39 points by a stride of 2^31 - 1: the unpooled
+       size overflowed int64 (UBSan). */
+    {"audit_unpool_stride", KILN_ERR_SHAPE,
+     "node 'unpool' (MaxUnpool): spatial axis 0 unpools to 1099511627777 "
+     "points",
+     ALL_NAN},
     /* GatherND with a batch dim of 0: 0 rows divided by 0 batches. */
     {"audit_gather_nd_empty", KILN_OK, NULL, ANY},
     /* Constants of the declared sizes made while loading (4 TB for

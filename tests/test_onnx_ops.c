@@ -69,7 +69,8 @@ static void test_volumes(void **state)
    bias; depthwise; a kernel one deep), the weights and a bias partly
    taken from the input so that the gradient covers them; ConvTranspose
    nodes with auto_pad SAME_UPPER / SAME_LOWER and output_shape (cropping
-   and zero-padding), against PyTorch by ONNX's padding rule. */
+   and zero-padding), against PyTorch by ONNX's padding rule; and a 3-D
+   Conv without kernel_shape (taken from the weight). */
 static void test_deconv3d(void **state)
 {
     (void)state;

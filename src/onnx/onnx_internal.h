@@ -182,9 +182,9 @@ kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
    comes from a file's declared sizes). */
 kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v);
 
-/* x reversed along axis (a gather of known indices); NULL when out of
-   memory. */
-kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis);
+/* x reversed along axis (a gather of known indices); NULL (recorded for
+   n) when out of memory or the axis is past i32 positions. */
+kiln_node *ox_flip(ox_ctx *c, const ox_node *n, kiln_node *x, int axis);
 
 /* x as f32 rounded to type to when that is float16 or bfloat16 (x itself
    otherwise), as Cast does; the gradient passes straight through (half.c). */

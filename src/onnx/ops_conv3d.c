@@ -54,6 +54,12 @@ static int read_geom(ox_ctx *c, const ox_node *n, kiln_shape xs,
                               (long long)span, (long long)padded),
                    -1;
         w->out[i] = (padded - span) / st[i] + 1;
+        /* a strided depth is an index select: i32 positions */
+        if (i == 0 && st[0] != 1 && padded > INT32_MAX)
+            return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                              "a strided depth of %lld (at most 2^31 - 1)",
+                              (long long)padded),
+                   -1;
     }
     return 0;
 }
@@ -118,8 +124,14 @@ int ox_conv3d(ox_ctx *c, ox_node *n, int64_t group)
     kiln_shape xs = kiln_node_shape(x), ws = kiln_node_shape(wt);
     int64_t ks[3];
     geom3 w;
-    if (ws.ndim != 5 || ox_ints_attr(c, n, "kernel_shape", 3, 1, ks) ||
-        memcmp(ks, ws.d + 2, sizeof ks) || read_geom(c, n, xs, ks, &w))
+    /* kernel_shape may be left out: the weight's */
+    if (ws.ndim == 5 && !ox_attr(n, "kernel_shape"))
+        memcpy(ks, ws.d + 2, sizeof ks);
+    if (ws.ndim != 5 ||
+        (ox_attr(n, "kernel_shape") &&
+         ox_ints_attr(c, n, "kernel_shape", 3, 1, ks)) ||
+        memcmp(ks, ws.d + 2, sizeof ks) || ks[0] > INT32_MAX ||
+        ks[1] > INT32_MAX || ks[2] > INT32_MAX || read_geom(c, n, xs, ks, &w))
         return ox_problem(c, n, KILN_ERR_SHAPE,
                           "the weight must be [O, C/group, kd, kh, kw] "
                           "matching kernel_shape"),

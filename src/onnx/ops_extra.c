@@ -39,12 +39,18 @@ static int conv_reduce_more(ox_ctx *c, ox_node *n)
     return 0;
 }
 
-kiln_node *ox_flip(ox_ctx *c, kiln_node *x, int axis)
+kiln_node *ox_flip(ox_ctx *c, const ox_node *n, kiln_node *x, int axis)
 {
     int64_t len = kiln_node_shape(x).d[axis];
+    if (len > INT32_MAX)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "reversing %lld points of axis %d (positions past "
+                          "i32)",
+                          (long long)len, axis),
+               NULL;
     int32_t *idx = malloc((size_t)len * sizeof *idx + 1);
-    if (!idx) /* the NULL operand fails the op that takes it */
-        return NULL;
+    if (!idx)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
     for (int64_t k = 0; k < len; k++)
         idx[k] = (int32_t)(len - 1 - k);
     kiln_node *i = kiln_constant(c->g, KILN_I32, KILN_SHAPE(len), idx);
@@ -65,7 +71,9 @@ static int conv_cumsum(ox_ctx *c, ox_node *n)
     if (a < 0)
         return h->numel == 1 ? -1
                              : (ox_problem(c, n, KILN_ERR_ARG, "bad axis"), -1);
-    kiln_node *y = reverse ? ox_flip(c, x, a) : x;
+    kiln_node *y = reverse ? ox_flip(c, n, x, a) : x;
+    if (!y)
+        return -1;
     kiln_node *s = kiln_cumsum(c->g, y, a);
     if (exclusive) /* the sum of the elements before: a shifted copy */ {
         kiln_shape ys = kiln_node_shape(y);
@@ -77,7 +85,9 @@ static int conv_cumsum(ox_ctx *c, ox_node *n)
         lo[a] = ys.d[a] > 0 ? 1 : 0;
         s = kiln_pad(c->g, kiln_slice(c->g, s, start, stop), lo, hi, 0);
     }
-    ox_out(c, n, reverse ? ox_flip(c, s, a) : s, ox_in_type(n, 0));
+    if (reverse && !(s = ox_flip(c, n, s, a)))
+        return -1;
+    ox_out(c, n, s, ox_in_type(n, 0));
     return 0;
 }
 

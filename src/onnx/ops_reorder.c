@@ -101,7 +101,12 @@ static int unpool_shape(ox_ctx *c, const ox_node *n, kiln_shape xs,
         return -1;
     *unpooled = xs;
     for (int a = 0; a < sp; a++) {
-        int64_t d = (xs.d[2 + a] - 1) * st[a] - pads[a] - pads[sp + a] + k[a];
+        int64_t d;
+        if (__builtin_mul_overflow(xs.d[2 + a] - 1, st[a], &d) ||
+            d > KILN_MAX_NUMEL)
+            d = KILN_MAX_NUMEL + 1; /* too large whatever the pads */
+        else
+            d = d - pads[a] - pads[sp + a] + k[a];
         if (d < 1 || d > KILN_MAX_NUMEL)
             return ox_problem(c, n, KILN_ERR_SHAPE,
                               "spatial axis %d unpools to %lld points", a,

@@ -44,6 +44,8 @@ static kiln_node *take(kiln_graph *g, kiln_node *x, int axis, int64_t lo,
 {
     kiln_shape s = kiln_node_shape(x);
     int64_t start[KILN_MAX_DIMS] = {0}, stop[KILN_MAX_DIMS];
+    if (axis < 0 || axis >= s.ndim) /* x poisoned: the graph's error */
+        return x;
     for (int k = 0; k < s.ndim; k++)
         stop[k] = s.d[k];
     start[axis] = lo;

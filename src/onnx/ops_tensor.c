@@ -144,7 +144,9 @@ static int conv_argmax(ox_ctx *c, ox_node *n)
     if (!strcmp(n->p->op_type, "ArgMin"))
         x = kiln_neg(c->g, x);
     /* The last of equal values: the first one of x reversed. */
-    kiln_node *y = kiln_argmax(c->g, last ? ox_flip(c, x, a) : x, a);
+    if (last && !(x = ox_flip(c, n, x, a)))
+        return -1;
+    kiln_node *y = kiln_argmax(c->g, x, a);
     if (last) {
         int32_t end = (int32_t)(s.d[a] - 1);
         y = kiln_int_sub(c->g, kiln_constant(c->g, KILN_I32, KILN_SCALAR, &end),

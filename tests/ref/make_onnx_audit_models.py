@@ -28,6 +28,12 @@ audit_matmul_vector: MatMul of a vector [3] by [4, 5] (the product fails):
   the vector's axis was dropped from the poisoned result's dims (index -2).
 audit_mel_huge: MelWeightMatrix of 1e30 mel bins (converted to int64 before
   the range check: undefined).
+audit_pool3d_depth: a 3-D MaxPool strided over a depth of 2^31 (a table of
+  2^30 depths made while loading, its positions past int32).
+audit_cumsum_long: a reversed CumSum over 2^32 points (a 16 GiB table of
+  positions made while loading, past int32).
+audit_unpool_stride: MaxUnpool of 2^39 points by a stride of 2^31 - 1 (the
+  unpooled size overflowed).
 audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
@@ -135,6 +141,19 @@ def main():
           [], [f32("y", None)],
           [fl("m", 1e30), ints("d", 16), ints("r", 8000), fl("lo", 0),
            fl("hi", 4000)], opset=17)
+    write("audit_pool3d_depth",
+          [helper.make_node("MaxPool", ["x"], ["y"], "pool3d",
+                            kernel_shape=[1, 1, 1], strides=[2, 1, 1])],
+          [f32("x", [1, 1, 1 << 31, 1, 1])], [f32("y", None)])
+    write("audit_cumsum_long",
+          [helper.make_node("CumSum", ["x", "axis"], ["y"], "cumsum",
+                            reverse=1)],
+          [f32("x", [1 << 32])], [f32("y", None)], [ints("axis", 0)])
+    write("audit_unpool_stride",
+          [helper.make_node("MaxUnpool", ["x", "i"], ["y"], "unpool",
+                            kernel_shape=[1], strides=[big])],
+          [f32("x", [1, 1, 1 << 39]), i64("i", [1, 1, 1 << 39])],
+          [f32("y", None)], opset=11)
     write("audit_pad_huge",
           [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
           [f32("x", [2, 3])], [f32("y", None)],

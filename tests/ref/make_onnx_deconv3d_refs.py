@@ -17,7 +17,9 @@ unpadded result: zeros added).  The reference is F.conv_transpose3d
 without padding, then ONNX's rule (ConvTranspose's operator doc):
 total = stride (in - 1) + output_padding + (k - 1) dilation + 1 - out,
 split total // 2 at the begin for SAME_UPPER, total - total // 2 at the
-begin otherwise, as F.pad's negative (cropping) and positive pads.
+begin otherwise, as F.pad's negative (cropping) and positive pads.  The
+model also holds a 3-D Conv without kernel_shape (inferred from the
+weight; uneven pads), against F.conv3d of the padded input.
 
 bad_deconv3d_*: hostile ConvTranspose nodes (node 'dc') the loader must
 refuse naming the node: a zero and a negative stride, strides making
@@ -152,10 +154,20 @@ def hand_built():
             output_padding=list(op), **attrs))
         nodes.append(helper.make_node("Reshape", ["y%d" % k, "flat"],
                                       ["f%d" % k]))
+    # a 3-D Conv without kernel_shape (ONNX infers it from the weight)
+    wc = torch.randn(3, 4, 2, 3, 2, generator=gen) * 0.5
+    bc = torch.randn(3, generator=gen)
+    inits += [numpy_helper.from_array(wc.numpy(), "wc"),
+              numpy_helper.from_array(bc.numpy(), "bc")]
+    nodes += [helper.make_node("Conv", ["x", "wc", "bc"], ["yc"], "conv3d",
+                               strides=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1]),
+              helper.make_node("Reshape", ["yc", "flat"], ["fc"])]
+    ys.append(F.conv3d(F.pad(x, (0, 1, 0, 1, 1, 0)), wc, bc,
+                       stride=(1, 2, 1)))
     inits.append(numpy_helper.from_array(np.array([-1], np.int64), "flat"))
     nodes.append(helper.make_node("Concat", ["f%d" % k for k in
-                                             range(len(cases))], ["y"],
-                                  axis=0))
+                                             range(len(cases))] + ["fc"],
+                                  ["y"], axis=0))
     y = torch.cat([t.flatten() for t in ys])
     y.sum().backward()
     graph = helper.make_graph(
