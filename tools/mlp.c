@@ -382,17 +382,45 @@ static int train_epochs(trainer *t, const mlp_config *c,
     return 0;
 }
 
-/* What every rank must agree on, for the start-up check. */
-static void config_text(const mlp_config *c, int64_t images, char *out,
-                        size_t size)
+/* FNV-1a over the 8-byte words (and the tail bytes) of n bytes at p. */
+static uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 {
-    int n = snprintf(out, size,
-                     "batch %d\nseed %d\ndataset %d\nimages %lld\nmodel %d\n"
-                     "activation %d\noptimizer %d\nlr %g\nepochs %d\nsteps "
-                     "%d\nzero1 %d\nhidden",
-                     c->batch, c->seed, c->dataset, (long long)images, c->arch,
-                     c->activation, c->optimizer, (double)c->lr, c->epochs,
-                     c->steps, c->zero1);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The training images and labels hashed: ranks that read different files
+   (of one count) would train on different data. */
+static uint64_t data_hash(const kiln_dataset *d)
+{
+    uint64_t h = 1469598103934665603ull;
+    const kiln_tensor *t[2] = {d->images, d->labels};
+    for (int i = 0; i < 2; i++)
+        h = hash_bytes(h, kiln_tensor_data(t[i]),
+                       (size_t)kiln_tensor_numel(t[i]) *
+                           kiln_dtype_size(kiln_tensor_dtype(t[i])));
+    return h;
+}
+
+/* What every rank must agree on, for the start-up check. */
+static void config_text(const mlp_config *c, const kiln_dataset *train,
+                        char *out, size_t size)
+{
+    int n = snprintf(
+        out, size,
+        "batch %d\nseed %d\ndataset %d\nimages %lld, hash %016llx\nmodel "
+        "%d\nactivation %d\noptimizer %d\nlr %g\nepochs %d\nsteps %d\nzero1 "
+        "%d\nhidden",
+        c->batch, c->seed, c->dataset, (long long)train->count,
+        (unsigned long long)data_hash(train), c->arch, c->activation,
+        c->optimizer, (double)c->lr, c->epochs, c->steps, c->zero1);
     for (int i = 0; i < c->n_hidden && n > 0 && (size_t)n < size; i++)
         n += snprintf(out + n, size - (size_t)n, " %d", c->hidden[i]);
 }
@@ -442,7 +470,7 @@ static int start_position(trainer *t, const mlp_config *c,
         return kiln_tool_fail("%s", kiln_batcher_error(t->batches));
     if (c->resume && tool_dist_load(&t->d, t->s, c->resume))
         return 1;
-    config_text(c, train->count, config, sizeof config);
+    config_text(c, train, config, sizeof config);
     if (tool_dist_sync(&t->d, t->s, config))
         return 1;
     t->per_epoch = kiln_batcher_num_batches(t->batches);

@@ -118,6 +118,24 @@ for r in 0 1; do
     grep -q "kiln: rank $r: .*rank 1 differs from rank 0: rank 0 has 'config: batch 64', rank 1 has 'config: batch 128'\$" \
         "$tmp/bad.err" || fail "mismatched batch: no error from rank $r"
 done
+# training data that differs between the ranks (rank 1's copy has one
+# label changed): the start-up check names it on both, status 1
+mkdir -p "$tmp/data1"
+cp "$tmp/data/"* "$tmp/data1/"
+old=$(od -An -tu1 -j100 -N1 "$tmp/data1/train-labels-idx1-ubyte" | tr -d ' ')
+printf "\\$(printf %03o $(((old + 1) % 10)))" |
+    dd of="$tmp/data1/train-labels-idx1-ubyte" bs=1 seek=100 conv=notrunc 2>/dev/null
+cmp -s "$tmp/data/train-labels-idx1-ubyte" "$tmp/data1/train-labels-idx1-ubyte" &&
+    fail "mismatched data: the copy did not change"
+timeout 120 "$mpirun" -np 2 sh -c \
+    "exec \"$kiln\" train --data $tmp/data\$( [ \$OMPI_COMM_WORLD_RANK = 1 ] && echo 1) --steps 2 --hidden 16" \
+    >"$tmp/baddata.out" 2>"$tmp/baddata.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched data: status $rc"
+for r in 0 1; do
+    grep -q "kiln: rank $r: .*rank 1 differs from rank 0: rank 0 has 'config: images 2000, hash" \
+        "$tmp/baddata.err" || fail "mismatched data: no error from rank $r"
+done
 # a global batch smaller than the ranks: the error on both, status 1
 timeout 120 "$mpirun" -np 2 "$kiln" train --data $tmp/data --steps 2 \
     --hidden 16 --batch 1 >"$tmp/small.out" 2>"$tmp/small.err"
