@@ -130,6 +130,14 @@ static const fuzz_case cases[] = {
      "node 'unpool' (MaxUnpool): spatial axis 0 unpools to 1099511627777 "
      "points",
      ALL_NAN},
+    /* Nodes per channel or tap of a declared size: an LRN window of 2^31
+       channels, a 3-D pool 2^30 deep (billions of nodes). */
+    {"audit_lrn_window", KILN_ERR_UNSUPPORTED,
+     "node 'lrn' (LRN): a window of 2147483647 channels (at most 4096)",
+     ALL_NAN},
+    {"audit_pool3d_deep", KILN_ERR_UNSUPPORTED,
+     "node 'pool3d' (MaxPool): a kernel 1073741824 deep (at most 4096)",
+     ALL_NAN},
     /* GatherND with a batch dim of 0: 0 rows divided by 0 batches. */
     {"audit_gather_nd_empty", KILN_OK, NULL, ANY},
     /* Constants of the declared sizes made while loading (4 TB for

@@ -69,6 +69,8 @@ static int conv_mvn(ox_ctx *c, ox_node *n)
    the window from c - floor((size-1)/2) to c + ceil((size-1)/2).  Parts of
    the window outside the channels add nothing, so the zero padding is cut
    at C - 1 on each side (and a hostile size costs no more than C slices). */
+#define LRN_MAX_WINDOW 4096
+
 static int conv_lrn(ox_ctx *c, ox_node *n)
 {
     kiln_graph *g = c->g;
@@ -90,6 +92,11 @@ static int conv_lrn(ox_ctx *c, ox_node *n)
     int64_t plo[KILN_MAX_DIMS] = {0}, phi[KILN_MAX_DIMS] = {0};
     plo[1] = lo < ch - 1 ? lo : ch - 1;
     phi[1] = hi < ch - 1 ? hi : ch - 1;
+    if (plo[1] + phi[1] >= LRN_MAX_WINDOW) /* one slice per channel of it */
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "a window of %lld channels (at most %d)",
+                          (long long)(plo[1] + phi[1] + 1), LRN_MAX_WINDOW),
+               -1;
     kiln_node *sq = kiln_pad(g, kiln_mul(g, x, x), plo, phi, 0);
     kiln_node *sum = NULL;
     int64_t start[KILN_MAX_DIMS] = {0}, stop[KILN_MAX_DIMS];

@@ -11,6 +11,9 @@
 
 #include "onnx/onnx_internal.h"
 
+/* The deepest kernel: each depth tap is a few ops of its own. */
+#define MAX_DEPTH_TAPS 4096
+
 typedef struct geom3 {
     int64_t k[3], in[3], lo[3], hi[3], out[3];
     int stride[3], dil[3];
@@ -30,6 +33,11 @@ static int read_geom(ox_ctx *c, const ox_node *n, kiln_shape xs,
     int same = !strncmp(mode, "SAME_", 5);
     if (!same && strcmp(mode, "NOTSET") && strcmp(mode, "VALID"))
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "auto_pad '%s'", mode),
+               -1;
+    if (k[0] > MAX_DEPTH_TAPS)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "a kernel %lld deep (at most %d)", (long long)k[0],
+                          MAX_DEPTH_TAPS),
                -1;
     for (int i = 0; i < 3; i++) {
         w->k[i] = k[i];

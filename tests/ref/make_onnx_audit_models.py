@@ -34,6 +34,9 @@ audit_cumsum_long: a reversed CumSum over 2^32 points (a 16 GiB table of
   positions made while loading, past int32).
 audit_unpool_stride: MaxUnpool of 2^39 points by a stride of 2^31 - 1 (the
   unpooled size overflowed).
+audit_lrn_window: LRN of size 2^31 over 2^30 channels (a slice per channel
+  of the window: 2^31 nodes).
+audit_pool3d_deep: a 3-D MaxPool 2^30 deep (a few nodes per depth tap).
 audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
@@ -154,6 +157,13 @@ def main():
                             kernel_shape=[1], strides=[big])],
           [f32("x", [1, 1, 1 << 39]), i64("i", [1, 1, 1 << 39])],
           [f32("y", None)], opset=11)
+    write("audit_lrn_window",
+          [helper.make_node("LRN", ["x"], ["y"], "lrn", size=1 << 31)],
+          [f32("x", [1, 1 << 30, 1])], [f32("y", None)])
+    write("audit_pool3d_deep",
+          [helper.make_node("MaxPool", ["x"], ["y"], "pool3d",
+                            kernel_shape=[1 << 30, 1, 1])],
+          [f32("x", [1, 1, 1 << 30, 1, 1])], [f32("y", None)])
     write("audit_pad_huge",
           [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
           [f32("x", [2, 3])], [f32("y", None)],
