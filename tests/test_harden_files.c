@@ -617,6 +617,41 @@ static void test_file_check_writable(void **state)
     assert_int_equal(kiln_file_check_writable(NULL), KILN_ERR_ARG);
 }
 
+/* A target that exists but is not a regular file (here a FIFO, as a
+   device like /dev/full would be) is refused by every writer and by the
+   check, directly or through a symlink, and stays what it was: the atomic
+   rename would have replaced it with a file. */
+static void test_save_refuses_special_files(void **state)
+{
+    (void)state;
+    assert_int_equal(mkfifo(tmp_path("fifo"), 0600), 0);
+    assert_int_equal(symlink("fifo", tmp_path("fifolink")), 0);
+    const char *targets[2] = {"fifo", "fifolink"};
+    for (int t = 0; t < 2; t++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s", tmp_path(targets[t]));
+        for (int f = 0; f < 3; f++) {
+            char named[300];
+            kiln_tensor_list *l = sample(1);
+            /* the extension decides the format: give the FIFO one by a
+               link of that name */
+            snprintf(named, sizeof named, "%s%s", path, EXTS[f]);
+            assert_int_equal(symlink(targets[t], named), 0);
+            assert_int_equal(kiln_file_write(named, l), KILN_ERR_IO);
+            assert_has(kiln_last_error(), "is not a regular file");
+            unlink(named);
+            kiln_tensor_list_free(l);
+        }
+        assert_int_equal(kiln_file_check_writable(path), KILN_ERR_IO);
+        assert_has(kiln_last_error(), "is not a regular file");
+        struct stat st;
+        assert_int_equal(stat(tmp_path("fifo"), &st), 0);
+        assert_true(S_ISFIFO(st.st_mode));
+    }
+    unlink(tmp_path("fifolink"));
+    unlink(tmp_path("fifo"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_dataset_match),
         cmocka_unit_test(test_mnist_load_checks_labels),
         cmocka_unit_test(test_file_check_writable),
+        cmocka_unit_test(test_save_refuses_special_files),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

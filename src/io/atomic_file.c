@@ -231,6 +231,14 @@ static int create_temp(io_atomic *a, const char *dir, io_err *e)
     return io_fail(e, "cannot create temporary file in '%s'", dir);
 }
 
+/* Why an existing target of this mode, not a regular file, is refused. */
+static const char *not_a_file(mode_t mode)
+{
+    return S_ISDIR(mode) ? "is a directory"
+                         : "is not a regular file (a device, FIFO or socket), "
+                           "which saving would replace";
+}
+
 int io_atomic_begin(io_atomic *a, const char *path, io_err *e)
 {
     *a = (io_atomic){NULL, NULL, -1, -1};
@@ -240,10 +248,11 @@ int io_atomic_begin(io_atomic *a, const char *path, io_err *e)
     if (!(a->path = resolve_links(path, e)))
         return -1;
     struct stat st;
-    if (stat(a->path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        /* Refused before a temporary is made beside the directory. */
+    if (stat(a->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* Refused before a temporary is made beside it: the rename would
+           replace a device (/dev/full), a FIFO or a socket by a file */
         io_atomic_abort(a);
-        return io_fail(e, "is a directory");
+        return io_fail(e, "%s", not_a_file(st.st_mode));
     }
     char *dir = dir_of(a->path);
     int rc = dir ? create_temp(a, dir, e) : io_fail(e, "out of memory");
@@ -335,8 +344,8 @@ int io_atomic_check(const char *path, io_err *e)
     int rc = 0;
     if (!target || !dir)
         rc = target ? io_fail(e, "out of memory") : -1;
-    else if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
-        rc = io_fail(e, "is a directory");
+    else if (stat(target, &st) == 0 && !S_ISREG(st.st_mode))
+        rc = io_fail(e, "%s", not_a_file(st.st_mode));
     else if (stat(dir, &st) != 0)
         rc = io_fail(e, "directory '%s' does not exist", dir);
     else if (!S_ISDIR(st.st_mode))
