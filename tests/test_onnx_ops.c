@@ -78,6 +78,15 @@ static void test_deconv3d(void **state)
     check_model("ops_deconv3d_pads", TOL, 1);
 }
 
+/* Position tables past 4096 entries (two short tables summed while
+   running): strided and reversed Slices of 20000 points, ArgMax's
+   select_last_index (x reversed). */
+static void test_long_positions(void **state)
+{
+    (void)state;
+    check_model("ops_long_positions", TOL, 0);
+}
+
 /* Hostile 3-D ConvTranspose nodes are refused naming the node (made by
    tests/ref/make_onnx_deconv3d_refs.py). */
 static void test_deconv3d_hostile(void **state)
@@ -221,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_deconv3d),
         cmocka_unit_test(test_deconv3d_hostile),
+        cmocka_unit_test(test_long_positions),
         cmocka_unit_test(test_grid_sample),
         cmocka_unit_test(test_pool_indices),
         cmocka_unit_test(test_batch_norm_training),

@@ -185,3 +185,35 @@ kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v)
 {
     return kiln_broadcast_to(g, kiln_scalar(g, v), s);
 }
+
+kiln_node *ox_arith_indices(ox_ctx *c, const ox_node *n, int64_t first,
+                            int64_t step, int64_t count)
+{
+    kiln_graph *g = c->g;
+    int64_t cols = 1;
+    while (count > 4096 && cols * cols < count)
+        cols *= 2;
+    int64_t rows = (count + cols - 1) / cols; /* count itself when small */
+    int32_t *v = malloc((size_t)(rows + cols) * sizeof *v + 1);
+    if (!v)
+        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
+    /* rows start at r cols < count: in range; the tail past count wraps
+       in i32 and is cut */
+    for (int64_t r = 0; r < rows; r++)
+        v[r] = (int32_t)(first + r * cols * step);
+    for (int64_t q = 0; q < cols; q++)
+        v[rows + q] = (int32_t)(q * step);
+    kiln_node *y;
+    if (cols == 1)
+        y = kiln_constant(g, KILN_I32, KILN_SHAPE(count), v);
+    else {
+        y = kiln_int_add(
+            g, kiln_constant(g, KILN_I32, KILN_SHAPE(rows, 1), v),
+            kiln_constant(g, KILN_I32, KILN_SHAPE(1, cols), v + rows));
+        int64_t start = 0;
+        y = kiln_slice(g, kiln_reshape(g, y, KILN_SHAPE(rows * cols)), &start,
+                       &count);
+    }
+    free(v);
+    return y;
+}

@@ -182,6 +182,14 @@ kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
    comes from a file's declared sizes). */
 kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v);
 
+/* first + i step for i in [0, count) as an i32 vector (the caller
+   bounds the values to i32): tables of about sqrt(count) entries made
+   while loading, their broadcast sum formed while running, so a position
+   table as long as a declared dim costs little while loading.  NULL
+   (recorded) when out of memory. */
+kiln_node *ox_arith_indices(ox_ctx *c, const ox_node *n, int64_t first,
+                            int64_t step, int64_t count);
+
 /* x reversed along axis (a gather of known indices); NULL (recorded for
    n) when out of memory or the axis is past i32 positions. */
 kiln_node *ox_flip(ox_ctx *c, const ox_node *n, kiln_node *x, int axis);

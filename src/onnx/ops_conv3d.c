@@ -87,8 +87,10 @@ static kiln_node *pad_all(kiln_graph *g, kiln_node *x, const geom3 *w,
 
 /* The planes depth tap t reads: x[:, :, t dil + j stride] for each output
    depth j. */
-static kiln_node *tap(kiln_graph *g, kiln_node *x, const geom3 *w, int64_t t)
+static kiln_node *tap(ox_ctx *c, const ox_node *n, kiln_node *x, const geom3 *w,
+                      int64_t t)
 {
+    kiln_graph *g = c->g;
     kiln_shape s = kiln_node_shape(x);
     int64_t first = t * w->dil[0], od = w->out[0];
     if (w->stride[0] == 1 || od == 1) {
@@ -99,14 +101,9 @@ static kiln_node *tap(kiln_graph *g, kiln_node *x, const geom3 *w, int64_t t)
         stop[2] = first + od;
         return kiln_slice(g, x, start, stop);
     }
-    int32_t *idx = malloc((size_t)od * sizeof *idx);
-    if (!idx)
-        return NULL;
-    for (int64_t j = 0; j < od; j++)
-        idx[j] = (int32_t)(first + j * w->stride[0]);
-    kiln_node *in = kiln_constant(g, KILN_I32, KILN_SHAPE(od), idx);
-    free(idx);
-    return kiln_index_select(g, x, 2, in);
+    /* the NULL of a failed table fails the op that takes it (recorded) */
+    kiln_node *in = ox_arith_indices(c, n, first, w->stride[0], od);
+    return in ? kiln_index_select(g, x, 2, in) : NULL;
 }
 
 /* [N, C, od, H, W] as [N, C od, H, W]: planes for a 2-D pool. */
@@ -154,7 +151,7 @@ int ox_conv3d(ox_ctx *c, ox_node *n, int64_t group)
     int64_t od = w.out[0], o = ws.d[0];
     for (int64_t t = 0; t < ks[0]; t++) {
         kiln_node *xt =
-            kiln_permute(g, tap(g, x, &w, t), (const int[]){0, 2, 1, 3, 4});
+            kiln_permute(g, tap(c, n, x, &w, t), (const int[]){0, 2, 1, 3, 4});
         kiln_shape ts = kiln_node_shape(xt);
         xt = kiln_reshape(g, xt,
                           KILN_SHAPE(ts.d[0] * od, ts.d[2], ts.d[3], ts.d[4]));
@@ -180,11 +177,13 @@ int ox_conv3d(ox_ctx *c, ox_node *n, int64_t group)
 }
 
 /* Max, or sum, over the depth taps, then the 2-D pool of every plane. */
-static kiln_node *pool(kiln_graph *g, kiln_node *x, const geom3 *w, int max)
+static kiln_node *pool(ox_ctx *c, const ox_node *n, kiln_node *x,
+                       const geom3 *w, int max)
 {
+    kiln_graph *g = c->g;
     kiln_node *acc = NULL;
     for (int64_t t = 0; t < w->k[0]; t++) {
-        kiln_node *xt = tap(g, x, w, t);
+        kiln_node *xt = tap(c, n, x, w, t);
         acc = !acc ? xt : max ? kiln_max(g, acc, xt) : kiln_add(g, acc, xt);
     }
     int ch = (int)kiln_node_shape(x).d[1];
@@ -212,7 +211,7 @@ int ox_pool3d(ox_ctx *c, ox_node *n, int max)
     if (!max && (w.dil[0] != 1 || w.dil[1] != 1 || w.dil[2] != 1))
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "dilated average pool"),
                -1;
-    kiln_node *y = pool(g, pad_all(g, x, &w, max ? -INFINITY : 0), &w, max);
+    kiln_node *y = pool(c, n, pad_all(g, x, &w, max ? -INFINITY : 0), &w, max);
     int padded = 0;
     for (int i = 0; i < 3; i++)
         padded |= w.lo[i] || w.hi[i];
@@ -224,7 +223,7 @@ int ox_pool3d(ox_ctx *c, ox_node *n, int max)
         os.d[0] = os.d[1] = 1;
         os.sym = 0;
         kiln_node *ones = kiln_broadcast_to(g, kiln_scalar(g, 1), os);
-        y = kiln_div(g, y, pool(g, pad_all(g, ones, &w, 0), &w, 0));
+        y = kiln_div(g, y, pool(c, n, pad_all(g, ones, &w, 0), &w, 0));
     } else if (!max)
         y = kiln_scale(g, y, 1.0f / (float)ks[0]);
     ox_out(c, n, y, OX_FLOAT);

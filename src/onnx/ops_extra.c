@@ -48,14 +48,8 @@ kiln_node *ox_flip(ox_ctx *c, const ox_node *n, kiln_node *x, int axis)
                           "i32)",
                           (long long)len, axis),
                NULL;
-    int32_t *idx = malloc((size_t)len * sizeof *idx + 1);
-    if (!idx)
-        return ox_problem(c, n, KILN_ERR_MEMORY, "out of memory"), NULL;
-    for (int64_t k = 0; k < len; k++)
-        idx[k] = (int32_t)(len - 1 - k);
-    kiln_node *i = kiln_constant(c->g, KILN_I32, KILN_SHAPE(len), idx);
-    free(idx);
-    return kiln_index_select(c->g, x, axis, i);
+    kiln_node *i = ox_arith_indices(c, n, len - 1, -1, len);
+    return i ? kiln_index_select(c->g, x, axis, i) : NULL;
 }
 
 static int conv_cumsum(ox_ctx *c, ox_node *n)

@@ -29,17 +29,11 @@ static int64_t strided(int64_t d, int64_t *b, int64_t e, int64_t s)
 }
 
 /* x's positions b, b + s, ... (count of them) along axis a. */
-static kiln_node *take(ox_ctx *c, kiln_node *x, int a, int64_t b, int64_t s,
-                       int64_t count)
+static kiln_node *take(ox_ctx *c, const ox_node *n, kiln_node *x, int a,
+                       int64_t b, int64_t s, int64_t count)
 {
-    int32_t *idx = malloc((size_t)count * sizeof *idx + 1);
-    if (!idx) /* the NULL operand fails the op that takes it */
-        return NULL;
-    for (int64_t i = 0; i < count; i++)
-        idx[i] = (int32_t)(b + i * s);
-    kiln_node *iv = kiln_constant(c->g, KILN_I32, KILN_SHAPE(count), idx);
-    free(idx);
-    return kiln_index_select(c->g, x, a, iv);
+    kiln_node *iv = ox_arith_indices(c, n, b, s, count);
+    return iv ? kiln_index_select(c->g, x, a, iv) : NULL;
 }
 
 /* A known vector's values at the positions taken (shapes reversed or
@@ -83,7 +77,8 @@ int ox_slice_steps(ox_ctx *c, ox_node *n, const int64_t *const arg[3],
                    -1;
         int64_t b = arg[0][k];
         int64_t len = strided(s.d[a], &b, arg[1][k], steps[k]);
-        x = take(c, x, a, b, steps[k], len);
+        if (!(x = take(c, n, x, a, b, steps[k], len)))
+            return -1;
         if (a == 0)
             first = b, step = steps[k], count = len;
     }

@@ -37,6 +37,9 @@ audit_unpool_stride: MaxUnpool of 2^39 points by a stride of 2^31 - 1 (the
 audit_lrn_window: LRN of size 2^31 over 2^30 channels (a slice per channel
   of the window: 2^31 nodes).
 audit_pool3d_deep: a 3-D MaxPool 2^30 deep (a few nodes per depth tap).
+audit_tables_huge: tables of positions as long as a declared dim of 2^31 - 1
+  (a strided Slice, a reversed CumSum, a 3-D pool strided in depth): 4 to
+  8 GiB each while loading; they load.
 audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
@@ -164,6 +167,18 @@ def main():
           [helper.make_node("MaxPool", ["x"], ["y"], "pool3d",
                             kernel_shape=[1 << 30, 1, 1])],
           [f32("x", [1, 1, 1 << 30, 1, 1])], [f32("y", None)])
+    long = (1 << 31) - 1
+    write("audit_tables_huge",
+          [helper.make_node("Slice", ["v", "s0", "e0", "a0", "st0"], ["y0"],
+                            "slice"),
+           helper.make_node("CumSum", ["v", "a0"], ["y1"], "cumsum",
+                            reverse=1),
+           helper.make_node("MaxPool", ["vol"], ["y2"], "pool3d",
+                            kernel_shape=[1, 1, 1], strides=[2, 1, 1])],
+          [f32("v", [long]), f32("vol", [1, 1, long, 1, 1])],
+          [f32("y%d" % k, None) for k in range(3)],
+          [ints("s0", [0]), ints("e0", [long]), ints("a0", [0]),
+           ints("st0", [2])])
     write("audit_pad_huge",
           [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
           [f32("x", [2, 3])], [f32("y", None)],

@@ -21,6 +21,9 @@ begin otherwise, as F.pad's negative (cropping) and positive pads.  The
 model also holds a 3-D Conv without kernel_shape (inferred from the
 weight; uneven pads), against F.conv3d of the padded input.
 
+ops_long_positions: Slice with steps and ArgMax's select_last_index over
+20000 points (position tables past 4096 entries), against torch.
+
 bad_deconv3d_*: hostile ConvTranspose nodes (node 'dc') the loader must
 refuse naming the node: a zero and a negative stride, strides making
 the output too large, weights that do not fit the input (channels, rank,
@@ -215,11 +218,49 @@ def hostile():
             producer_name="kiln-tests"), "bad_deconv3d_" + name)
 
 
+def long_positions():
+    """ops_long_positions: position tables past 4096 entries (built from
+    two short tables while loading): Slice of x [20000] from 5 by step 3
+    and from the end by step -7, and ArgMax with select_last_index (x
+    reversed) of round(x), against torch."""
+    name = "ops_long_positions"
+    gen = torch.Generator().manual_seed(23)
+    n = 20000
+    x = torch.randn(n, generator=gen).requires_grad_()
+    r = torch.round(x.detach())
+    last = n - 1 - int(torch.argmax(torch.flip(r, [0])))
+    y = torch.cat([x[5::3], torch.flip(x, [0])[0::7],
+                   torch.tensor([float(last)])])
+    y.sum().backward()
+    ints = lambda nm, v: numpy_helper.from_array(np.array(v, np.int64), nm)
+    nodes = [
+        helper.make_node("Slice", ["x", "s0", "e0", "ax", "st0"], ["a"]),
+        helper.make_node("Slice", ["x", "s1", "e1", "ax", "st1"], ["b"]),
+        helper.make_node("Round", ["x"], ["r"]),
+        helper.make_node("ArgMax", ["r"], ["i"], axis=0, keepdims=1,
+                         select_last_index=1),
+        helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("Concat", ["a", "b", "f"], ["y"], axis=0)]
+    inits = [ints("s0", [5]), ints("e0", [n]), ints("ax", [0]),
+             ints("st0", [3]), ints("s1", [-1]), ints("e1", [-n - 1]),
+             ints("st1", [-7])]
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       [y.numel()])], inits)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                           producer_name="kiln-tests"), name)
+    write_refs(name, [("x", x.detach().numpy())],
+               [("y", y.detach().numpy()), ("dx", x.grad.numpy())])
+
+
 def main():
     torch.set_num_threads(1)
     exported()
     hand_built()
     hostile()
+    long_positions()
 
 
 if __name__ == "__main__":
