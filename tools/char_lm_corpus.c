@@ -12,6 +12,8 @@
 #include "tool.h"
 
 enum { BLOCK = 4096, HELD_OUT_EVERY = 10 };
+/* The most text read: its ids take 4 bytes a character, twice. */
+#define CORPUS_MAX ((size_t)256 << 20)
 
 typedef struct text {
     unsigned char *data;
@@ -37,6 +39,11 @@ static int read_file(text *t, const char *path)
         }
         size_t got = fread(t->data + t->n, 1, t->cap - t->n, f);
         t->n += got;
+        if (t->n > CORPUS_MAX) {
+            bad = kiln_tool_fail("%s: the corpus is over %zu MiB of text", path,
+                                 CORPUS_MAX >> 20);
+            break;
+        }
         if (got == 0) {
             if (ferror(f))
                 bad = kiln_tool_fail("%s: read error", path);
@@ -100,8 +107,10 @@ static int read_text(text *t, const char *path)
         return kiln_tool_fail("%s: %s (the fortunes package's texts are in "
                               "/usr/share/games/fortunes: scripts/setup)",
                               path, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
+    if (S_ISREG(st.st_mode))
         return read_file(t, path);
+    if (!S_ISDIR(st.st_mode)) /* /dev/zero would never end */
+        return kiln_tool_fail("%s: not a regular file or a directory", path);
     int n = 0, bad = 0;
     char **names = list_texts(path, &n);
     if (!names)

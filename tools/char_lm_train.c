@@ -222,6 +222,11 @@ int char_lm_run(const char_lm_options *o)
     if (tool_dist_begin(&t.d))
         return 1;
     int leads = tool_dist_leads(&t.d);
+    /* a --save that cannot be written fails now, not after training */
+    if (leads && o->save && kiln_file_check_writable(o->save) != KILN_OK) {
+        kiln_tool_fail("--save: %s", kiln_last_error());
+        return tool_dist_finish(&t.d, 1);
+    }
     lm_corpus corpus;
     if (lm_corpus_load(&corpus, o->corpus, o->context))
         return tool_dist_finish(&t.d, 1);

@@ -42,6 +42,14 @@ expect_fail "needs a value" lm --steps
 expect_fail "unknown option '--bogus'" lm --bogus 1
 expect_fail "$tmp/none: No such file" "$kiln" train --model transformer --corpus "$tmp/none"
 expect_fail "too short for context" lm --context 9000
+# a corpus that never ends, and a --save that cannot be written (refused
+# before training; the FIFO stays a FIFO)
+expect_fail "/dev/zero: not a regular file or a directory" "$kiln" train \
+    --model transformer --corpus /dev/zero
+mkfifo "$tmp/fifo.npz"
+expect_fail "is not a regular file" lm --steps 100000 --save "$tmp/fifo.npz"
+[ -p "$tmp/fifo.npz" ] || { echo "the FIFO was replaced"; fails=$((fails + 1)); }
+expect_fail "does not exist" lm --steps 100000 --save "$tmp/no/dir/m.npz"
 expect_fail "character 0x5a is not in the corpus" lm --steps 1 --context 4 \
     --layers 1 --width 8 --heads 1 --batch 1 --eval-batches 1 --prompt "Z"
 "$kiln" train --model transformer --help | grep -q -- '--top-k' ||
