@@ -138,6 +138,11 @@ static const fuzz_case cases[] = {
     {"audit_pool3d_deep", KILN_ERR_UNSUPPORTED,
      "node 'pool3d' (MaxPool): a kernel 1073741824 deep (at most 4096)",
      ALL_NAN},
+    /* Range of 2^30 values from a file of a few bytes: a 4 GiB constant
+       made while loading. */
+    {"audit_range_huge", KILN_ERR_UNSUPPORTED,
+     "node 'range' (Range): a range of 1073741824 values (at most 16777216)",
+     ALL_NAN},
     /* GatherND with a batch dim of 0: 0 rows divided by 0 batches. */
     {"audit_gather_nd_empty", KILN_OK, NULL, ANY},
     /* Constants of the declared sizes made while loading (4 TB for

@@ -182,6 +182,11 @@ kiln_node *ox_wrap_indices(ox_ctx *c, kiln_node *idx, int64_t dim);
    comes from a file's declared sizes). */
 kiln_node *ox_fill(kiln_graph *g, kiln_shape s, float v);
 
+/* The most values of a constant an op computes while loading from a few
+   scalars (Range, the window functions): a tiny file must not ask for
+   gigabytes. */
+#define OX_MAX_COMPUTED ((int64_t)1 << 24)
+
 /* first + i step for i in [0, count) as an i32 vector (the caller
    bounds the values to i32): tables of about sqrt(count) entries made
    while loading, their broadcast sum formed while running, so a position

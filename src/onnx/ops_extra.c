@@ -240,6 +240,11 @@ static int conv_range(ox_ctx *c, ox_node *n)
     double count = delta ? ceil((limit - start) / delta) : -1;
     if (!(count >= 0 && count <= INT32_MAX))
         return ox_problem(c, n, KILN_ERR_ARG, "bad range"), -1;
+    if (count > OX_MAX_COMPUTED)
+        return ox_problem(c, n, KILN_ERR_UNSUPPORTED,
+                          "a range of %.0f values (at most %lld)", count,
+                          (long long)OX_MAX_COMPUTED),
+               -1;
     int64_t len = (int64_t)count;
     float *v = malloc((size_t)len * sizeof *v + 1);
     if (!v)

@@ -318,7 +318,7 @@ static int conv_window(ox_ctx *c, ox_node *n)
     if (!h || ox_attr_int(c, n, "periodic", 1, &periodic) ||
         ox_attr_int(c, n, "output_datatype", OX_FLOAT, &dtype))
         return -1;
-    if (h->numel != 1 || h->i[0] < 0 || h->i[0] > INT32_MAX ||
+    if (h->numel != 1 || h->i[0] < 0 || h->i[0] > OX_MAX_COMPUTED ||
         !ox_type_supported((int)dtype))
         return ox_problem(c, n, KILN_ERR_UNSUPPORTED, "size or output type"),
                -1;

@@ -40,6 +40,8 @@ audit_pool3d_deep: a 3-D MaxPool 2^30 deep (a few nodes per depth tap).
 audit_tables_huge: tables of positions as long as a declared dim of 2^31 - 1
   (a strided Slice, a reversed CumSum, a 3-D pool strided in depth): 4 to
   8 GiB each while loading; they load.
+audit_range_huge: Range of 2^30 floats from three scalars (a 4 GiB
+  constant made while loading).
 audit_pad_huge: Pad in reflect mode by 2^62 (the padded size overflowed).
 audit_fills_huge: ops whose constants took their input's declared size
   while loading (ConstantOfShape, Dropout's mask, AveragePool's divisor,
@@ -179,6 +181,11 @@ def main():
           [f32("y%d" % k, None) for k in range(3)],
           [ints("s0", [0]), ints("e0", [long]), ints("a0", [0]),
            ints("st0", [2])])
+    write("audit_range_huge",
+          [helper.make_node("Range", ["a", "b", "d"], ["y"], "range")],
+          [], [f32("y", None)],
+          [numpy_helper.from_array(np.array(v, np.float32), nm)
+           for nm, v in (("a", 0), ("b", 2 ** 30), ("d", 1))], opset=13)
     write("audit_pad_huge",
           [helper.make_node("Pad", ["x", "p"], ["y"], "pad", mode="reflect")],
           [f32("x", [2, 3])], [f32("y", None)],
