@@ -462,6 +462,44 @@ static void test_readers_refuse_a_directory(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* A device never ends (/dev/zero filled memory up to a reader's cap, 2 GiB
+   for ONNX) and a FIFO without a writer blocked the open for ever: every
+   reader refuses a device by name, and reads a FIFO without a writer as an
+   empty file (an error about its contents), at once. */
+static void test_readers_refuse_devices_and_do_not_block(void **state)
+{
+    (void)state;
+    const char *dev = "/dev/zero", *want = ": not a regular file or a pipe";
+    poison_last_error();
+    assert_null(kiln_npz_read(dev));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_npz_read:", want);
+    assert_null(kiln_safetensors_read(dev));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_safetensors_read:", want);
+    assert_null(kiln_bin_read(dev));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_bin_read:", want);
+    assert_null(kiln_idx_read(dev, KILN_F32));
+    want_err(KILN_ERR_IO, KILN_ERR_IO, kiln_last_error(),
+             "kiln_idx_read:", want);
+    assert_null(kiln_npy_read(dev));
+    assert_non_null(strstr(kiln_last_error(), want));
+
+    char dir[] = "/tmp/kiln_sweep_fifo_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/f.npz", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_null(kiln_npz_read(path)); /* returns: the test ends */
+    assert_non_null(strstr(kiln_last_error(), "kiln_npz_read:"));
+    assert_null(kiln_safetensors_read(path));
+    assert_null(kiln_bin_read(path));
+    assert_null(kiln_idx_read(path, KILN_F32));
+    assert_null(kiln_npy_read(path));
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* Saving over a directory made a temporary beside it (in its parent) and
    then failed to rename; it is refused first now, leaving the parent as
    it was. */
@@ -667,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_gradcheck_bad_loss_leaves_graph_usable),
         cmocka_unit_test(test_mixture_priors_must_be_finite),
         cmocka_unit_test(test_readers_refuse_a_directory),
+        cmocka_unit_test(test_readers_refuse_devices_and_do_not_block),
         cmocka_unit_test(test_init_fill_refuses_bad_ranges),
         cmocka_unit_test(test_tensor_from_f32_names_itself),
         cmocka_unit_test(test_batcher_next_null_batcher),

@@ -168,14 +168,8 @@ kiln_tensor *kiln_idx_read(const char *path, kiln_dtype as)
         return NULL;
     }
     io_err e = IO_ERR_INIT;
-    int fd = open(path, O_RDONLY);
-    kiln_tensor *t = NULL;
-    if (fd < 0)
-        io_fail(&e, "cannot open: %s", strerror(errno));
-    else if (io_refuse_dir(fd, &e))
-        close(fd);
-    else
-        t = read_idx_fd(fd, as, &e);
+    int fd = io_open_fd(path, &e);
+    kiln_tensor *t = fd < 0 ? NULL : read_idx_fd(fd, as, &e);
     if (!t)
         kiln_set_last_error("kiln_idx_read: %s: %s", path, e.msg);
     return t;

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int io_fail(io_err *e, const char *fmt, ...)
 {
@@ -337,19 +339,35 @@ int io_refuse_dir(int fd, io_err *e)
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
         return io_fail(e, "is a directory");
+    /* a pipe is read as it comes and ends; a device may never end */
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+        return io_fail(e, "not a regular file or a pipe (a device or socket)");
     return 0;
+}
+
+int io_open_fd(const char *path, io_err *e)
+{
+    /* O_NONBLOCK: a FIFO without a writer would block open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0)
+        return io_fail(e, "cannot open: %s", strerror(errno));
+    int flags = fcntl(fd, F_GETFL);
+    if (io_refuse_dir(fd, e) ||
+        (flags != -1 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 &&
+         io_fail(e, "cannot open: %s", strerror(errno)))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 FILE *io_open_read(const char *path, io_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = io_open_fd(path, e);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
         io_fail(e, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    if (io_refuse_dir(fileno(f), e)) {
-        fclose(f);
-        return NULL;
+        close(fd);
     }
     return f;
 }

@@ -35,9 +35,14 @@ int io_fail(io_err *e, const char *fmt, ...) IO_PRINTF(2, 3);
 /* Prepends formatted context ("member 'W.npy': ") to e's message; -1. */
 int io_prefix(io_err *e, const char *fmt, ...) IO_PRINTF(2, 3);
 /* Every reader calls this on the file it opened: -1 with "is a directory"
-   when it is one (reading one gives misleading errors), else 0. */
+   when it is one (reading one gives misleading errors) or "not a regular
+   file or a pipe" for a device or socket (/dev/zero never ends), else 0. */
 int io_refuse_dir(int fd, io_err *e);
-/* Opens path for reading, refusing a directory; NULL with a message. */
+/* A descriptor of path open for reading, refusing what io_refuse_dir
+   refuses; opening does not block on a FIFO (one without a writer reads
+   as empty).  -1 with a message. */
+int io_open_fd(const char *path, io_err *e);
+/* io_open_fd as a stream; NULL with a message. */
 FILE *io_open_read(const char *path, io_err *e);
 
 /* Longest tensor name the file formats accept, in bytes. */

@@ -124,13 +124,9 @@ static void close_archive(npz_archive *a)
 static int map_file(const char *path, npz_archive *a, io_err *e)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY);
+    int fd = io_open_fd(path, e);
     if (fd < 0)
-        return io_fail(e, "cannot open: %s", strerror(errno));
-    if (io_refuse_dir(fd, e)) {
-        close(fd);
         return -1;
-    }
     if (fstat(fd, &st) != 0) {
         close(fd);
         return io_fail(e, "cannot stat: %s", strerror(errno));

@@ -3,15 +3,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "io/io_util.h"
 #include "onnx/onnx_internal.h"
 
 /* The bytes of path in a new buffer (*size of them); NULL with
    kiln_last_error when unreadable or larger than OX_MAX_FILE. */
 static unsigned char *read_all(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
+    /* refuses a directory and a device (/dev/zero would fill 2 GiB) */
+    io_err e = IO_ERR_INIT;
+    FILE *f = io_open_read(path, &e);
     if (!f) {
-        kiln_set_last_error("%s: cannot open", path);
+        kiln_set_last_error("%s: %s", path, e.msg);
         return NULL;
     }
     size_t cap = 1 << 16, len = 0;
@@ -21,8 +24,8 @@ static unsigned char *read_all(const char *path, size_t *size)
             if ((int64_t)cap >= OX_MAX_FILE) {
                 kiln_set_last_error("%s: larger than 2 GiB", path);
                 free(buf);
-                buf = NULL;
-                break;
+                fclose(f);
+                return NULL;
             }
             unsigned char *more = realloc(buf, cap * 2);
             if (!more) {

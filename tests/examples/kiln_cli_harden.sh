@@ -120,6 +120,16 @@ expect_fail "^kiln: --save: .*does not exist" train "$tmp/ok" --save "$tmp/no/su
 expect_fail "^kiln: --save: .*is a directory" train "$tmp/ok" --save "$tmp"
 expect_fail "^kiln: --plot: .*does not exist" train "$tmp/ok" --log "$tmp/m.csv" --plot "$tmp/no/dir/p.png"
 expect_fail "^kiln: --log: .*is a directory" train "$tmp/ok" --log "$tmp"
+# a FIFO (as a device would be) is refused, not replaced by a file
+mkfifo "$tmp/fifo.npz"
+expect_fail "^kiln: --save: .*is not a regular file" train "$tmp/ok" --save "$tmp/fifo.npz"
+[ -p "$tmp/fifo.npz" ] || fail "--save replaced the FIFO"
+# -- a device as input: refused by name, never read for ever
+expect_fail "/dev/zero: not a regular file or a pipe" "$kiln" eval --model /dev/zero --data "$tmp/ok"
+expect_fail "/dev/zero: not a regular file or a pipe" "$kiln" info /dev/zero
+if "$kiln" run --help 2>&1 | grep -q onnx; then
+    expect_fail "/dev/zero: not a regular file or a pipe" "$kiln" run /dev/zero --output "$tmp/o.npz"
+fi
 if [ "$(id -u)" -ne 0 ]; then
     mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
     expect_fail "^kiln: --save: .*cannot write" train "$tmp/ok" --save "$tmp/ro/m.npz"
