@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/big_alloc.h"
 #include "runtime/runtime.h"
 
 /* A hash of the variables' names (open addressing, at most half full) so
@@ -52,10 +53,8 @@ void kiln_session_free(kiln_session *s)
     }
     free(s->holders);
     kiln_run_free_all(s);
-    for (int i = 0; i < s->n_vars; i++) {
-        free(s->vars[i].name);
-        free(s->vars[i].data);
-    }
+    for (int i = 0; i < s->n_vars; i++)
+        kiln_var_release(&s->vars[i]);
     free(s->vars);
     if (s->index)
         free(s->index->slots);
@@ -247,10 +246,10 @@ kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
                            kiln_shape shape, int trainable)
 {
     size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
-    void *data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    void *data = kiln_big_alloc(bytes + 64);
     char *nm = strdup(name);
     if (!data || !nm) {
-        free(data);
+        kiln_big_free(data, bytes + 64);
         free(nm);
         return KILN_ERR_MEMORY;
     }
@@ -262,7 +261,10 @@ kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
 void kiln_var_release(kiln_var *v)
 {
     free(v->name);
-    free(v->data);
+    if (v->data)
+        kiln_big_free(v->data, (size_t)kiln_shape_numel(v->shape) *
+                                       kiln_dtype_size(v->dtype) +
+                                   64);
     v->name = NULL;
     v->data = NULL;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/big_alloc.h"
 #include "cpu/check.h"
 #include "cpu/dispatch.h"
 #include "cpu/fpu.h"
@@ -93,7 +94,7 @@ static kiln_status plan(kiln_session *s, kiln_variant *v, int reuse,
     v->steps = calloc((size_t)v->n_steps + 1, sizeof *v->steps);
     v->assigns = calloc((size_t)v->n_assigns + 1, sizeof *v->assigns);
     v->in_ptrs = calloc(n_ptrs + 1, sizeof *v->in_ptrs);
-    v->arena = aligned_alloc(64, v->arena_bytes + 64);
+    v->arena = kiln_big_alloc(v->arena_bytes + 64);
     if (!v->buf || !v->steps || !v->assigns || !v->in_ptrs || !v->arena) {
         free(mp.offset);
         free(mp.scratch);
@@ -172,7 +173,7 @@ void kiln_variant_free(kiln_variant *v)
         kiln_cpu_prepared_free(v->steps[i].prep);
     kiln_unit_free(&v->u);
     free(v->buf);
-    free(v->arena);
+    kiln_big_free(v->arena, v->arena_bytes + 64);
     free(v->steps);
     free(v->assigns);
     free(v->in_ptrs);

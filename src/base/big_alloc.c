@@ -1,0 +1,52 @@
+#include "base/big_alloc.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static atomic_size_t held; /* bytes of the live big buffers */
+
+/* The machine's physical memory in bytes (SIZE_MAX when unknown), or
+   KILN_MEMORY_LIMIT's bytes when that is set to a smaller positive
+   number. */
+static size_t limit_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    size_t limit = SIZE_MAX;
+    if (pages > 0 && size > 0 && (uint64_t)pages <= SIZE_MAX / (uint64_t)size)
+        limit = (size_t)pages * (size_t)size;
+    const char *v = getenv("KILN_MEMORY_LIMIT");
+    char *end = NULL;
+    unsigned long long want = v ? strtoull(v, &end, 10) : 0;
+    if (v && end != v && *end == 0 && want > 0 && want < limit)
+        limit = (size_t)want;
+    return limit;
+}
+
+void *kiln_big_alloc(size_t bytes)
+{
+    static size_t limit;
+    if (!limit)
+        limit = limit_bytes();
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded < bytes)
+        return NULL;
+    size_t before = atomic_fetch_add(&held, rounded);
+    if (before > limit || rounded > limit - before) {
+        atomic_fetch_sub(&held, rounded);
+        return NULL;
+    }
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        atomic_fetch_sub(&held, rounded);
+    return p;
+}
+
+void kiln_big_free(void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    free(p);
+    atomic_fetch_sub(&held, (bytes + 63) / 64 * 64);
+}
