@@ -78,12 +78,33 @@ static void test_planned_buffers_past_the_limit(void **state)
     kiln_graph_free(g);
 }
 
+/* The dynamic path's values come from the same count. */
+static void test_dynamic_values_past_the_limit(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(4));
+    /* 4 x 5M floats: 80 MiB */
+    kiln_node *big = kiln_broadcast_to(g, x, KILN_SHAPE(5 * MIB, 4));
+    kiln_node *y = kiln_sum(g, big, KILN_ALL_AXES, 0);
+    kiln_session *s = kiln_session_new(NULL);
+    kiln_tensor *t = kiln_tensor_new(KILN_F32, KILN_SHAPE(4));
+    assert_int_equal(kiln_feed(s, x, t), KILN_OK);
+    assert_int_equal(kiln_forward(s, g), KILN_ERR_MEMORY);
+    assert_non_null(strstr(kiln_session_error(s), "memory"));
+    assert_null(kiln_node_value(s, y));
+    kiln_tensor_free(t);
+    kiln_session_free(s);
+    kiln_graph_free(g);
+}
+
 int main(void)
 {
     setenv("KILN_MEMORY_LIMIT", "67108864", 1); /* 64 MiB */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variables_past_the_limit),
         cmocka_unit_test(test_planned_buffers_past_the_limit),
+        cmocka_unit_test(test_dynamic_values_past_the_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

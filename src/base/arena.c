@@ -1,4 +1,5 @@
 #include "base/arena.h"
+#include "base/big_alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static kiln_arena_block *take_block(kiln_arena *a, size_t need)
         }
     }
     size_t size = need > a->block_size ? need : a->block_size;
-    kiln_arena_block *b = aligned_alloc(64, (sizeof *b + size + 63) / 64 * 64);
+    /* counted with the other large buffers (base/big_alloc.h) */
+    kiln_arena_block *b = kiln_big_alloc(sizeof *b + size);
     if (!b)
         return NULL;
     b->size = size;
@@ -79,7 +81,7 @@ void kiln_arena_free(kiln_arena *a)
     while (a->spare) {
         kiln_arena_block *b = a->spare;
         a->spare = b->next;
-        free(b);
+        kiln_big_free(b, sizeof *b + b->size);
     }
     a->reserved_total = 0;
 }
