@@ -26,9 +26,11 @@ static size_t limit_bytes(void)
 
 void *kiln_big_alloc(size_t bytes)
 {
-    static size_t limit;
+    /* computed once; threads racing here store the same value */
+    static atomic_size_t cached;
+    size_t limit = atomic_load(&cached);
     if (!limit)
-        limit = limit_bytes();
+        atomic_store(&cached, limit = limit_bytes());
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded < bytes)
         return NULL;

@@ -72,7 +72,7 @@ static size_t type_bytes(MPI_Datatype t, int64_t n)
     if (n <= 0 || t == MPI_DATATYPE_NULL)
         return 0; /* MPI_Type_size would fail on MPI_DATATYPE_NULL */
     MPI_Type_size(t, &size);
-    return n > 0 && size > 0 ? (size_t)n * (size_t)size : 0;
+    return size > 0 ? (size_t)n * (size_t)size : 0;
 }
 
 /* The copies a collective runs on: a of its input (NULL: none, MPI_IN_PLACE

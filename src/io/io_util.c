@@ -337,12 +337,12 @@ const void *io_le_data(const kiln_tensor *t, void **owned, io_err *e)
 int io_refuse_dir(int fd, io_err *e)
 {
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+    if (fstat(fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))
+        return 0; /* a pipe is read as it comes and ends */
+    if (S_ISDIR(st.st_mode))
         return io_fail(e, "is a directory");
-    /* a pipe is read as it comes and ends; a device may never end */
-    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-        return io_fail(e, "not a regular file or a pipe (a device or socket)");
-    return 0;
+    /* a device may never end (/dev/zero) */
+    return io_fail(e, "not a regular file or a pipe (a device or socket)");
 }
 
 int io_open_fd(const char *path, io_err *e)
@@ -351,13 +351,14 @@ int io_open_fd(const char *path, io_err *e)
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return io_fail(e, "cannot open: %s", strerror(errno));
-    int flags = fcntl(fd, F_GETFL);
-    if (io_refuse_dir(fd, e) ||
-        (flags != -1 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 &&
-         io_fail(e, "cannot open: %s", strerror(errno)))) {
+    if (io_refuse_dir(fd, e)) {
         close(fd);
         return -1;
     }
+    /* reads block again, as on any file */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags != -1)
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     return fd;
 }
 
