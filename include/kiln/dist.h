@@ -46,6 +46,25 @@ kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes);
    Every rank must choose the same (kiln_comm_sync_session checks).
    KILN_ERR_ARG for a NULL c. */
 kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on);
+/* When every rank runs on one machine (and shared memory is on), a
+   training step of plain SGD (no momentum, weight decay, clipping or
+   accumulation; not ZeRO-1) keeps one copy of its trained variables in
+   memory the ranks share, and each rank adds its own share of the update
+   to it, in turns: no gradient is all-reduced, and a weight's update stays
+   one accumulating GEMM (on: the default, unless the environment variable
+   KILN_DIST_SHARED_WEIGHTS is 0).  The values are those of the averaged
+   update up to rounding.  While shared, a variable written through one
+   rank (kiln_variable_write, a load) changes for every rank of the
+   machine; a step that all-reduces gradients, kiln_backward's run-time
+   form or detaching c makes each rank's copy private again.  on = 2 (or
+   KILN_DIST_SHARED_WEIGHTS=private) builds the steps the same way but
+   keeps the copies private, all-reducing the change each update makes
+   (what happens anyway where the memory cannot be shared): slower, for
+   comparisons.  Takes effect for training steps built afterwards; every
+   rank must choose the same.  KILN_ERR_ARG for a NULL c. */
+kiln_status kiln_comm_set_shared_weights(kiln_comm *c, int on);
+/* Whether c shares variables that way (0 for NULL). */
+int kiln_comm_shared_weights(const kiln_comm *c);
 /* How long (seconds) any collective of c may wait for the other ranks:
    the gradient sums of a training step, the start-up check, checkpoint
    gathers.  0 (the default, unless the environment variable

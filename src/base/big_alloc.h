@@ -15,4 +15,14 @@ void *kiln_big_alloc(size_t bytes);
 /* Frees p, allocated by kiln_big_alloc(bytes) (the same bytes). */
 void kiln_big_free(void *p, size_t bytes);
 
+/* Zeroed whole pages of their own (mmap) holding bytes, counted as above:
+   a variable's storage, which src/dist/ may replace in place by pages the
+   processes of one machine share (the same address, other pages).  NULL
+   when refused. */
+void *kiln_big_alloc_pages(size_t bytes);
+/* Unmaps p, allocated by kiln_big_alloc_pages(bytes). */
+void kiln_big_free_pages(void *p, size_t bytes);
+/* bytes rounded up to whole pages; 0 when that overflows. */
+size_t kiln_page_round(size_t bytes);
+
 #endif

@@ -310,6 +310,25 @@ void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
     gemm(ta, tb, m, n, k, alpha, a, b, NULL, 1.0f, out);
 }
 
+void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, const float *b,
+                            float *out, int64_t r0, int64_t r1)
+{
+    if (r0 < 0 || r1 > m || r1 <= r0 || n == 0 || k == 0)
+        return;
+    if (!ta) { /* rows r0..r1 of a: a smaller product of its own */
+        gemm(0, tb, r1 - r0, n, k, alpha, a + r0 * k, b, NULL, 1.0f,
+             out + r0 * n);
+        return;
+    }
+#ifdef KILN_HAVE_BLAS
+    pthread_once(&blas_once, blas_one_thread);
+#endif
+    /* columns r0..r1 of a (op(a) = a^T): a's leading dimension stays m */
+    gemm_one(1, tb, r1 - r0, n, k, alpha, a + r0, m, b, tb ? k : n,
+             (packed_cols){NULL, 0}, 1.0f, out + r0 * n, n);
+}
+
 int64_t kiln_cpu_gemm_packed_floats(int64_t m, int64_t n, int64_t k)
 {
     if (m < 1 || k < 1 || n < AVX512_MIN_COLS || is_gemv(m, n, k) ||

@@ -345,6 +345,12 @@ static kiln_comm *comm_new(MPI_Comm from, const char *fn)
     c->bucket_bytes = (size_t)1 << 20;
     c->weight = 1.0 / c->size;
     c->timeout = default_timeout();
+    const char *sw = getenv("KILN_DIST_SHARED_WEIGHTS");
+    c->share_weights = !sw || strcmp(sw, "private") != 0
+                           ? !(sw && strcmp(sw, "0") == 0)
+                           : 2; /* the changes all-reduced: see share.c */
+    c->cur_set = -1;
+    c->phase_comm = MPI_COMM_NULL;
     dist_sync_init(c);
     return c;
 }
@@ -384,12 +390,17 @@ static void forget_session(void *holder)
 {
     kiln_comm *c = holder;
     c->s = NULL;
+    /* the session's variables, shared pages included, are gone */
+    c->n_shared = 0;
+    for (int i = 0; i < c->n_sets; i++)
+        c->sets[i].state = 0;
 }
 
 static void detach(kiln_comm *c)
 {
     if (!c->s)
         return;
+    dist_unshare_all(c); /* the session keeps private copies */
     if (c->s->sync == &c->sync)
         c->s->sync = NULL;
     kiln_session_detach(c->s, c);
@@ -414,6 +425,7 @@ void kiln_comm_free(kiln_comm *c)
     free(c->plans);
     free(c->refs);
     dist_zero_free(c);
+    dist_share_free(c);
     int done = 0;
     MPI_Finalized(&done);
     if (!done && !c->broken)
@@ -457,6 +469,20 @@ kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on)
     c->err[0] = 0;
     c->shm = on != 0;
     return KILN_OK;
+}
+
+kiln_status kiln_comm_set_shared_weights(kiln_comm *c, int on)
+{
+    if (!c)
+        return kiln_null_arg("kiln_comm_set_shared_weights", "communicator");
+    c->err[0] = 0;
+    c->share_weights = on ? (on == 2 ? 2 : 1) : 0;
+    return KILN_OK;
+}
+
+int kiln_comm_shared_weights(const kiln_comm *c)
+{
+    return c ? c->share_weights : 0;
 }
 
 kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds)

@@ -56,7 +56,8 @@ typedef struct dist_plan {
 } dist_plan;
 
 /* Where a hook key (kiln_node.hook) points: a gradient's slot in a plan,
-   or (plan -1) the gather of updated variables numbered slot. */
+   (plan -1) the gather of updated variables numbered slot, or (plan -2)
+   the share of shared-variable step slot (share.c). */
 typedef struct dist_ref {
     int plan, slot;
 } dist_ref;
@@ -73,6 +74,20 @@ typedef struct dist_state {
     kiln_shape shape;
     int64_t lo, hi;
 } dist_state;
+
+/* The variables a step built by dist_build_local updates where the ranks
+   of one machine share them (share.c). */
+typedef struct dist_share_set {
+    char **names;
+    int n;
+    int state; /* 0 private, 1 shared, 2 private, summed after each write */
+} dist_share_set;
+
+/* A variable whose pages are shared, to make private again. */
+typedef struct dist_shared_var {
+    void *data;
+    size_t pages; /* bytes, whole pages */
+} dist_shared_var;
 
 struct kiln_comm {
     MPI_Comm comm; /* duplicated: Kiln's collectives never meet the user's */
@@ -99,6 +114,17 @@ struct kiln_comm {
     int shm;              /* sum buckets through shared memory there */
     double timeout;       /* seconds a collective may wait; 0: for ever */
     int broken;           /* a collective timed out: no more MPI calls */
+    /* shared variables (share.c) */
+    int share_weights;    /* steps of plain SGD may share the variables */
+    dist_share_set *sets; /* by step */
+    int n_sets, cap_sets;
+    int cur_set; /* of the run going on, or -1 */
+    dist_shared_var *shared;
+    int n_shared, cap_shared;
+    MPI_Comm phase_comm; /* the phases' barriers; MPI_COMM_NULL until used */
+    int phases_open;     /* a shared write's last phase not closed */
+    float *saved;        /* a write's variable before it (state 2) */
+    size_t saved_bytes;
 };
 
 /* What a collective of c returns when it did not complete within c's
@@ -174,6 +200,18 @@ int dist_shm_wait(kiln_comm *c, dist_plan *p, dist_bucket *b);
 /* Has the MPI library all-reduce buckets by reduce-scatter + all-gather
    where it would send them through one rank (tune.c). */
 void dist_tune_allreduce(void);
+
+/* Shared variables (share.c): the callbacks of kiln_grad_sync, the
+   marker's run-time value, and making every shared variable private
+   again (keeping its values). */
+int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
+                     kiln_node **grads, int n);
+int dist_phases(void *ctx, kiln_var *var);
+int dist_phase(void *ctx, int p);
+kiln_status dist_phase_end(void *ctx, kiln_var *var);
+void dist_share_mark(kiln_comm *c, int set, float *data);
+void dist_unshare_all(kiln_comm *c);
+void dist_share_free(kiln_comm *c);
 
 /* Fills c->sync with the callbacks of src/dist/sync.c and zero.c. */
 void dist_sync_init(kiln_comm *c);

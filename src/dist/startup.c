@@ -40,9 +40,10 @@ static char *signature(const kiln_comm *c, const kiln_session *s,
        or buckets cut differently, would wait for each other forever */
     if (sig)
         len += (size_t)snprintf(
-            sig + len, cap - len, "comm: buckets of %zu bytes, %s\n",
+            sig + len, cap - len, "comm: buckets of %zu bytes, %s%s\n",
             c->bucket_bytes,
-            c->shm && c->on_node ? "shared memory" : "MPI_Iallreduce");
+            c->shm && c->on_node ? "shared memory" : "MPI_Iallreduce",
+            c->shm && c->on_node && c->share_weights ? ", shared weights" : "");
     while (sig && *config) {
         size_t n = strcspn(config, "\n");
         len += (size_t)snprintf(sig + len, cap - len, "config: %.*s\n", (int)n,

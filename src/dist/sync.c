@@ -129,6 +129,14 @@ static kiln_status computed(void *ctx, int hook, void *data)
     const dist_ref *r = dist_find_ref(c, hook);
     if (!r)
         return KILN_ERR_STATE;
+    if (r->plan == -2) {
+        dist_share_mark(c, r->slot, data);
+        return KILN_OK;
+    }
+    /* a step that all-reduces gradients updates every copy itself */
+    c->cur_set = -1;
+    if (c->n_shared)
+        dist_unshare_all(c);
     if (r->plan < 0)
         return dist_gather(c, c->gathers[r->slot], data);
     return dist_pack(c, c->plans[r->plan], r->slot, data);
@@ -140,7 +148,7 @@ static kiln_status needed(void *ctx, int hook, void *data)
     const dist_ref *r = dist_find_ref(c, hook);
     if (!r)
         return KILN_ERR_STATE;
-    /* a gather is complete once computed */
+    /* a gather is complete once computed; a share marker has no sum */
     return r->plan < 0 ? KILN_OK
                        : dist_deliver(c, c->plans[r->plan], r->slot, data);
 }
@@ -151,6 +159,8 @@ static void *storage(void *ctx, int hook, size_t bytes)
 {
     kiln_comm *c = ctx;
     const dist_ref *r = dist_find_ref(c, hook);
+    if (r && r->plan != -2 && c->n_shared)
+        dist_unshare_all(c);
     if (!r || r->plan < 0)
         return NULL;
     dist_plan *p = c->plans[r->plan];
@@ -213,6 +223,11 @@ static dist_plan *dyn_plan(kiln_comm *c, kiln_node *const *grads, int n)
 
 static void backward_begin(void *ctx, kiln_node *const *grads, int n)
 {
+    kiln_comm *c = ctx;
+    /* the run-time form's update writes every copy itself */
+    c->cur_set = -1;
+    if (c->n_shared)
+        dist_unshare_all(c);
     dyn_plan(ctx, grads, n);
 }
 
@@ -262,5 +277,9 @@ void dist_sync_init(kiln_comm *c)
                                before_update,
                                dist_shard,
                                dist_shard_state,
-                               dist_gather_node};
+                               dist_gather_node,
+                               dist_build_local,
+                               dist_phases,
+                               dist_phase,
+                               dist_phase_end};
 }

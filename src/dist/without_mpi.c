@@ -61,6 +61,18 @@ kiln_status kiln_comm_set_bucket_bytes(kiln_comm *c, size_t bytes)
     return unavailable("kiln_comm_set_bucket_bytes");
 }
 
+kiln_status kiln_comm_set_shared_weights(kiln_comm *c, int on)
+{
+    (void)c, (void)on;
+    return unavailable("kiln_comm_set_shared_weights");
+}
+
+int kiln_comm_shared_weights(const kiln_comm *c)
+{
+    (void)c;
+    return 0;
+}
+
 void kiln_comm_abort(kiln_comm *c, int code)
 {
     (void)c, (void)code;

@@ -1,6 +1,7 @@
 /* Accumulating products: an update v - s * (a b), v + s * (a b), v - a b or
    v + a b becomes one matmul_acc(v, a, b, alpha) with alpha = -s, s, -1 or
-   1, run as one GEMM with beta = 1.  An SGD step's weight update
+   1 (s may itself be a product of two one-element scales, s * (s2 (a b))),
+   run as one GEMM with beta = 1.  An SGD step's weight update
    W - lr * (x^T dy) is then a single sgemm (alpha = -lr) accumulating into
    W's storage when the memory plan writes the update over W: no gradient
    buffer and no elementwise pass after the GEMM.
@@ -18,8 +19,9 @@
 #include "passes/passes.h"
 
 typedef struct acc_match {
-    int v, mm, s; /* node ids; s = -1: no scale (alpha is +-1) */
-    int neg;      /* a sub: alpha is -s (or -1) */
+    int v, mm, s;  /* node ids; s = -1: no scale (alpha is +-1) */
+    int s2, inner; /* s * (s2 (a b)): the second scale and its mul, or -1 */
+    int neg;       /* a sub: alpha is -s (or -1) */
 } acc_match;
 
 typedef struct acc_state {
@@ -43,26 +45,50 @@ static const kiln_node *product(const kiln_node *mm, kiln_shape s,
     return mm;
 }
 
-/* Matches p, the operand of root r that is not v, as a, b or s * (a b),
-   filling m; 1 on a match. */
+/* Matches p as s * (a b) (either side) with s of one element, filling
+   m->mm and m->s; 1 on a match. */
+static int scaled_product(const kiln_node *p, kiln_shape s, const int *uses,
+                          acc_match *m)
+{
+    if (p->op != KILN_OP_MUL || !plain_f32(p) || uses[p->id] != 1 ||
+        !kiln_shape_equal(p->shape, s))
+        return 0;
+    for (int k = 0; k < 2; k++) {
+        const kiln_node *sc = p->in[1 - k], *mm = product(p->in[k], s, uses);
+        if (mm && sc->dtype == KILN_F32 && kiln_shape_numel(sc->shape) == 1) {
+            m->mm = mm->id;
+            m->s = sc->id;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Matches p, the operand of root r that is not v, as a, b, s * (a b) or
+   s * (s2 * (a b)) (a data-parallel rank's share of a gradient, scaled
+   by the learning rate), filling m; 1 on a match. */
 static int match_term(const kiln_node *p, kiln_shape s, const int *uses,
                       acc_match *m)
 {
     const kiln_node *mm = product(p, s, uses);
+    m->s2 = m->inner = -1;
     if (mm) {
         m->mm = mm->id;
         m->s = -1;
         return 1;
     }
+    if (scaled_product(p, s, uses, m))
+        return 1;
     if (p->op != KILN_OP_MUL || !plain_f32(p) || uses[p->id] != 1 ||
         !kiln_shape_equal(p->shape, s))
         return 0;
     for (int k = 0; k < 2; k++) {
         const kiln_node *sc = p->in[1 - k];
-        if ((mm = product(p->in[k], s, uses)) && sc->dtype == KILN_F32 &&
-            kiln_shape_numel(sc->shape) == 1) {
-            m->mm = mm->id;
+        if (sc->dtype == KILN_F32 && kiln_shape_numel(sc->shape) == 1 &&
+            scaled_product(p->in[k], s, uses, m)) {
+            m->s2 = m->s;
             m->s = sc->id;
+            m->inner = p->in[k]->id;
             return 1;
         }
     }
@@ -98,7 +124,14 @@ static kiln_node *rewrite(kiln_rewriter *rw, const kiln_node *old,
     kiln_graph *g = rw->out->g;
     const kiln_node *mm = rw->in->g->nodes[m->mm];
     kiln_node *alpha, *s = m->s >= 0 ? rw->map[m->s] : NULL;
-    if (!s)
+    if (s && m->s2 >= 0) {
+        kiln_node *s2 = rw->map[m->s2];
+        if (!s2)
+            return kiln_graph_fail(g, KILN_ERR_STATE,
+                                   "gemm_acc: %%%d lost an operand", old->id);
+        s = kiln_mul(g, s, s2);
+        alpha = m->neg ? kiln_neg(g, s) : s;
+    } else if (!s)
         alpha = kiln_scalar(g, m->neg ? -1.0f : 1.0f);
     else if (s->op == KILN_OP_CONSTANT)
         alpha = kiln_scalar(g, m->neg ? -*(const float *)s->at.data
@@ -137,12 +170,12 @@ kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
     }
     for (int id = 0; id < n; id++) {
         keep[id] = 1;
-        st.m[id] = (acc_match){-1, -1, -1, 0};
+        st.m[id] = (acc_match){-1, -1, -1, -1, -1, 0};
     }
     for (int id = 0; id < n; id++) {
         acc_match *m = &st.m[id];
         if (!match_root(g->nodes[id], uses, m)) {
-            *m = (acc_match){-1, -1, -1, 0};
+            *m = (acc_match){-1, -1, -1, -1, -1, 0};
             continue;
         }
         /* the product (and the mul around it) are absorbed */
@@ -151,6 +184,8 @@ kiln_status kiln_pass_gemm_acc(const kiln_unit *in, kiln_unit *out,
             if (r->in[k]->id != m->v)
                 keep[r->in[k]->id] = 0;
         keep[m->mm] = 0;
+        if (m->inner >= 0)
+            keep[m->inner] = 0;
     }
     s = kiln_rewrite(in, out, opt, eval, keep, rewrite, &st);
 done:

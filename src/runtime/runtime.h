@@ -59,7 +59,23 @@ typedef struct kiln_session_holder {
      gather          a node of total values whose value is flat (this
                      process's range, at lo) completed by every other
                      process's range: a hooked node, gathered when
-                     computed, in compiled and dynamic runs alike */
+                     computed, in compiled and dynamic runs alike
+   Shared variables (processes of one machine updating one copy); NULL
+   build_local leaves every step to build:
+     build_local     the optimiser's graph form of a plain SGD step (the
+                     update W - lr * g, nothing else): 1 when it took
+                     the step (replacing grads[i] by this process's
+                     share of the sum, and the variables' storage to be
+                     shared), 0 to leave it to build; -1 with g's error
+     phases          a compiled run is about to write var in place: the
+                     number of phases the write runs in (0: none, run
+                     as usual), -1 with the session's error
+     phase           the block (of as many as phases) this process
+                     writes in phase p, after waiting for every process
+                     to reach it; -1 with the session's error
+     phase_end       the write of var is over here; with var NULL (at
+                     the end of every run), returns once every
+                     process's writes are over */
 typedef struct kiln_grad_sync {
     void *ctx;
     void (*build)(void *ctx, kiln_graph *g, kiln_node *const *vars,
@@ -78,6 +94,11 @@ typedef struct kiln_grad_sync {
                         int64_t lo, int64_t hi);
     kiln_node *(*gather)(void *ctx, kiln_graph *g, kiln_node *flat, int64_t lo,
                          int64_t total);
+    int (*build_local)(void *ctx, kiln_graph *g, kiln_node *const *vars,
+                       kiln_node **grads, int n);
+    int (*phases)(void *ctx, kiln_var *var);
+    int (*phase)(void *ctx, int p);
+    kiln_status (*phase_end)(void *ctx, kiln_var *var);
 } kiln_grad_sync;
 
 struct kiln_session {

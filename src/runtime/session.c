@@ -246,14 +246,14 @@ kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
                            kiln_shape shape, int trainable)
 {
     size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
-    void *data = kiln_big_alloc(bytes + 64);
+    /* pages of its own (zeroed): see kiln_big_alloc_pages */
+    void *data = kiln_big_alloc_pages(bytes);
     char *nm = strdup(name);
     if (!data || !nm) {
-        kiln_big_free(data, bytes + 64);
+        kiln_big_free_pages(data, bytes);
         free(nm);
         return KILN_ERR_MEMORY;
     }
-    memset(data, 0, bytes);
     *v = (kiln_var){nm, dt, shape, data, trainable};
     return KILN_OK;
 }
@@ -262,9 +262,8 @@ void kiln_var_release(kiln_var *v)
 {
     free(v->name);
     if (v->data)
-        kiln_big_free(v->data, (size_t)kiln_shape_numel(v->shape) *
-                                       kiln_dtype_size(v->dtype) +
-                                   64);
+        kiln_big_free_pages(v->data, (size_t)kiln_shape_numel(v->shape) *
+                                         kiln_dtype_size(v->dtype));
     v->name = NULL;
     v->data = NULL;
 }

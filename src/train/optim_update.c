@@ -515,8 +515,18 @@ kiln_node *kiln_optimizer_build_step(kiln_optimizer *o, kiln_graph *g,
         int *ready = n ? kiln_graph_alloc(g, (size_t)n * sizeof *ready) : NULL;
         for (int i = 0; ready && i < n; i++)
             ready[i] = grads[i]->id;
-        if (n && o->s->sync)
-            o->s->sync->build(o->s->sync->ctx, g, vars, grads, n);
+        const kiln_grad_sync *sync = o->s->sync;
+        /* plain SGD: each process may add its share of the sum to
+           variables the processes of a machine share (runtime.h) */
+        const kiln_optim_options *op = &o->o;
+        int plain = op->kind == KILN_SGD && op->momentum == 0.0f &&
+                    op->weight_decay == 0.0f && op->clip_norm <= 0.0f &&
+                    !accumulating(o);
+        int local = n && sync && plain && sync->build_local
+                        ? sync->build_local(sync->ctx, g, vars, grads, n)
+                        : 0;
+        if (n && sync && local == 0)
+            sync->build(sync->ctx, g, vars, grads, n);
         out = n ? build_update(o, g, vars, grads, ready, n)
                 : kiln_graph_fail(
                       g, KILN_ERR_ARG,

@@ -67,6 +67,19 @@ if [ "$model" = mlp ]; then # the CNN's runs are long: resume with the MLP
     train zresumed 1 --steps 50 --resume "$tmp/zhalf.npz" --save "$tmp/zresumed.npz"
     train zthree 3 --steps 50 --zero1 --resume "$tmp/zhalf.npz" --save "$tmp/zthree.npz"
     runs="two zero resumed zresumed zthree"
+    # plain SGD: one copy of the variables on this machine, shared by the
+    # ranks, each adding its share of every update in turns (2 and 3
+    # ranks), the same steps with private copies and each update's change
+    # all-reduced, and a shared run's checkpoint resumed by one process
+    train sone 1 --steps 50 --optimizer sgd --save "$tmp/sone.npz"
+    train stwo 2 --steps 50 --optimizer sgd --save "$tmp/stwo.npz"
+    train sthree 3 --steps 50 --optimizer sgd --save "$tmp/sthree.npz"
+    export KILN_DIST_SHARED_WEIGHTS=private
+    train spriv 2 --steps 50 --optimizer sgd --save "$tmp/spriv.npz"
+    unset KILN_DIST_SHARED_WEIGHTS
+    train shalf 2 --steps 25 --optimizer sgd --save "$tmp/shalf.npz"
+    train sresumed 1 --steps 50 --optimizer sgd --resume "$tmp/shalf.npz" \
+        --save "$tmp/sresumed.npz"
 fi
 
 # same_losses A B FIRST [TOL GROW]: the step lines of A and B from step
@@ -92,6 +105,18 @@ same_losses one zero 1
 same_losses two zero 1 1e-6 0
 if [ "$model" = mlp ]; then
     for run in resumed zresumed zthree; do same_losses one $run 26; done
+fi
+if [ "$model" = mlp ]; then
+    for run in stwo sthree spriv; do same_losses sone $run 1; done
+    same_losses sone sresumed 26
+    for run in stwo sthree spriv sresumed; do
+        [ "$(sed -n 's/^test accuracy: //p' "$tmp/sone.out")" = \
+            "$(sed -n 's/^test accuracy: //p' "$tmp/$run.out")" ] ||
+            fail "$run: test accuracy differs from one process's (plain SGD)"
+    done
+    /usr/bin/python3 tests/mpi/npz_close.py 1e-5 1e-5 0 0 "$tmp/sone.npz" \
+        "$tmp/stwo.npz" "$tmp/sthree.npz" "$tmp/spriv.npz" \
+        "$tmp/sresumed.npz" || fail "plain SGD: variables differ"
 fi
 for run in $runs; do
     a=$(sed -n 's/^test accuracy: //p' "$tmp/one.out")

@@ -93,7 +93,8 @@ typedef struct run {
     kiln_session *s;
     double losses[STEPS];
     int dist, zero1, sgd;
-    int grad_out; /* the step also outputs W1's gradient */
+    int plain_sgd; /* no momentum */
+    int grad_out;  /* the step also outputs W1's gradient */
     int first, last;
     const char *resume, *save;
 } run;
@@ -107,7 +108,7 @@ static kiln_optimizer *optimizer(const run *r, kiln_session *s)
 {
     kiln_optim_options o = kiln_optim_defaults(r->sgd ? KILN_SGD : KILN_ADAM);
     o.lr = r->sgd ? 0.1f : 0.02f;
-    o.momentum = 0.9f;
+    o.momentum = r->plain_sgd ? 0.0f : 0.9f;
     kiln_optimizer *opt = kiln_optimizer_new(s, &o);
     assert_non_null(opt);
     return opt;
@@ -351,6 +352,68 @@ static void test_compiled_mlp_small_buckets(void **state)
     assert_int_equal(kiln_comm_set_bucket_bytes(comm, 1 << 20), KILN_OK);
     train_compiled(&one, 24);
     assert_same_run(&d, &one);
+}
+
+/* Plain SGD on one machine: one copy of the variables shared by the
+   ranks, each adding its share of the update in turns (mode 1), or the
+   same step with private copies and each update's change all-reduced
+   (mode 2); against one process. */
+static void check_shared_weights(int mode, int hidden)
+{
+    run d = plain(1), one = plain(0);
+    d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
+    assert_int_equal(kiln_comm_set_shared_weights(comm, mode), KILN_OK);
+    assert_int_equal(kiln_comm_shared_weights(comm), mode);
+    kiln_comm_reset_stats(comm);
+    train_compiled(&d, hidden);
+    kiln_comm_stats st;
+    assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
+    int64_t values = FEATURES * hidden + hidden + hidden * CLASSES + CLASSES;
+    /* shared: no gradient moves at all; private: each variable's change
+       once per step */
+    assert_int_equal(st.bytes, mode == 1 ? 0 : (int64_t)STEPS * values * 4);
+    assert_int_equal(st.allreduces, mode == 1 ? 0 : 4 * STEPS);
+    train_compiled(&one, hidden);
+    assert_close_losses(&d, &one, 0, 1e-5);
+    /* plain SGD at 0.1 learns slower than with momentum */
+    assert_true(one.losses[STEPS - 1] < 0.95 * one.losses[0]);
+    assert_close_variables(d.s, one.s, 1e-5);
+
+    /* detached, the session keeps a private copy: rank 1's write is its
+       own */
+    int rank = kiln_comm_rank(comm);
+    assert_int_equal(kiln_session_set_comm(d.s, NULL), KILN_OK);
+    kiln_param_info info;
+    int idx = kiln_session_find_variable(d.s, "W1");
+    assert_true(idx >= 0);
+    assert_int_equal(kiln_session_variable_info(d.s, idx, &info), KILN_OK);
+    float before = ((const float *)info.data)[0];
+    double sync = 0;
+    assert_int_equal(kiln_comm_allreduce_sum(comm, &sync, 1), KILN_OK);
+    if (rank == 1) {
+        kiln_tensor *t = kiln_tensor_new(KILN_F32, info.shape);
+        assert_int_equal(kiln_variable_write(d.s, "W1", t), KILN_OK);
+        kiln_tensor_free(t);
+    }
+    assert_int_equal(kiln_comm_allreduce_sum(comm, &sync, 1), KILN_OK);
+    float after = ((const float *)info.data)[0];
+    assert_true(rank == 1 ? after == 0.0f : after == before);
+    assert_true(before != 0.0f);
+    kiln_session_free(d.s);
+    kiln_session_free(one.s);
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+}
+
+static void test_shared_weights(void **state)
+{
+    (void)state;
+    check_shared_weights(1, 24);
+}
+
+static void test_shared_weights_private(void **state)
+{
+    (void)state;
+    check_shared_weights(2, 24);
 }
 
 /* The same through MPI_Iallreduce (on one machine, buckets are summed
@@ -835,6 +898,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compiled_mlp),
         cmocka_unit_test(test_compiled_mlp_small_buckets),
+        cmocka_unit_test(test_shared_weights),
+        cmocka_unit_test(test_shared_weights_private),
         cmocka_unit_test(test_compiled_iallreduce),
         cmocka_unit_test(test_compiled_mlp_gradient_output),
         cmocka_unit_test(test_compiled_cnn),

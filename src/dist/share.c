@@ -1,0 +1,391 @@
+/* Shared variables: a plain SGD step (W - lr * g, nothing else) on ranks
+   that all run on one machine keeps one copy of each trained variable,
+   in pages the ranks share, instead of one copy per rank.
+
+   Each rank's step adds its own share of the update, lr * (rows/global)
+   * its local gradient, straight into that copy: the update of a weight
+   stays one GEMM accumulating into the weight (the gemm_acc pass), as in
+   a single process, and no gradient is all-reduced at all.  The ranks
+   take turns so that no two write the same values at once: an update
+   runs in as many phases as there are ranks, a barrier before each, and
+   in phase p rank r writes block (r + p) mod N of it (rows of an
+   accumulating product; a kernel that cannot be cut runs whole on one
+   rank per phase).  The first barrier also means every rank has done its
+   reads of the variable for this step (its update is planned after them,
+   in place), and the barrier after the last phase that every rank's share
+   is in before anything reads it again.  The sum is the same as the one
+   process's up to rounding (each block adds the ranks' shares in a
+   rotated order).
+
+   The pages: a variable's storage is pages of its own
+   (kiln_big_alloc_pages); the first phased write of a step copies rank
+   0's values into a POSIX shared-memory object, and every rank maps it
+   over its variables' addresses (mremap), so that every pointer to them
+   (compiled plans included) stays valid.  Where that fails on any rank,
+   the variables stay private and each write is followed by an all-reduce
+   of the change it made (state 2): slower, the same values (what
+   KILN_DIST_SHARED_WEIGHTS=private asks for, to compare).  Anything
+   that would update the variables otherwise (a step that all-reduces
+   gradients, kiln_backward's run-time form, detaching the communicator)
+   first makes them private again, values kept. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/big_alloc.h"
+#include "dist/dist.h"
+
+static int grow(void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int grown = *cap ? 2 * *cap : 8;
+    void *p = realloc(*items, (size_t)grown * size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = grown;
+    return 0;
+}
+
+static void free_set(dist_share_set *st)
+{
+    for (int i = 0; i < st->n; i++)
+        free(st->names[i]);
+    free(st->names);
+}
+
+int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
+                     kiln_node **grads, int n)
+{
+    kiln_comm *c = ctx;
+    if (!c->share_weights || !c->shm || !c->on_node || c->size < 2 ||
+        c->zero1 || c->broken)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (grads[i]->dtype != KILN_F32 || vars[i]->dtype != KILN_F32)
+            return 0;
+    if (grow((void **)&c->sets, &c->cap_sets, c->n_sets, sizeof *c->sets) ||
+        dist_reserve_refs(c, 1) != 0) {
+        kiln_graph_fail(g, KILN_ERR_MEMORY,
+                        "kiln_optimizer_build_step: out of memory");
+        return -1;
+    }
+    dist_share_set *st = &c->sets[c->n_sets];
+    *st = (dist_share_set){calloc((size_t)n + 1, sizeof *st->names), 0, 0};
+    for (int i = 0; st->names && i < n; i++)
+        if ((st->names[st->n] = strdup(vars[i]->name)))
+            st->n++;
+    if (!st->names || st->n < n) {
+        free_set(st);
+        kiln_graph_fail(g, KILN_ERR_MEMORY,
+                        "kiln_optimizer_build_step: out of memory");
+        return -1;
+    }
+    /* the marker: a node of its own, whose value every run sets to this
+       rank's weight (rows / global rows) */
+    int before = g->n_nodes;
+    kiln_node *w = kiln_stop_gradient(g, kiln_scalar(g, (float)c->weight));
+    if (w->op == KILN_OP_ERROR)
+        return -1;
+    if (w->id < before || w->hook) { /* an existing node: not ours to mark */
+        free_set(st);
+        return 0;
+    }
+    w->hook = dist_new_key(c, (dist_ref){-2, c->n_sets++});
+    for (int i = 0; i < n; i++)
+        grads[i] = kiln_mul(g, grads[i], w);
+    return 1;
+}
+
+void dist_share_mark(kiln_comm *c, int set, float *data)
+{
+    c->cur_set = set;
+    *data = (float)c->weight;
+}
+
+static const dist_share_set *current(const kiln_comm *c)
+{
+    return c->cur_set >= 0 && c->cur_set < c->n_sets ? &c->sets[c->cur_set]
+                                                     : NULL;
+}
+
+static int in_set(const dist_share_set *st, const char *name)
+{
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Writes bytes of data at off of fd; 0 when all are written. */
+static int write_all(int fd, const char *data, size_t bytes, off_t off)
+{
+    while (bytes) {
+        ssize_t w = pwrite(fd, data, bytes, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        data += w;
+        bytes -= (size_t)w;
+        off += w;
+    }
+    return 0;
+}
+
+/* Maps pages at off of fd over data (the same address); 0 on success,
+   data untouched otherwise. */
+static int map_over(void *data, size_t pages, int fd, off_t off)
+{
+    void *q = mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    if (q == MAP_FAILED)
+        return -1;
+    if (mremap(q, pages, pages, MREMAP_MAYMOVE | MREMAP_FIXED, data) ==
+        MAP_FAILED) {
+        munmap(q, pages);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes a shared variable's pages private again, values kept. */
+static int unshare(const dist_shared_var *sv)
+{
+    void *q = mmap(NULL, sv->pages, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED)
+        return -1;
+    memcpy(q, sv->data, sv->pages);
+    if (mremap(q, sv->pages, sv->pages, MREMAP_MAYMOVE | MREMAP_FIXED,
+               sv->data) == MAP_FAILED) {
+        munmap(q, sv->pages);
+        return -1;
+    }
+    return 0;
+}
+
+void dist_unshare_all(kiln_comm *c)
+{
+    int kept = 0;
+    for (int i = 0; i < c->n_shared; i++)
+        if (c->s && unshare(&c->shared[i]) != 0)
+            c->shared[kept++] = c->shared[i]; /* out of memory: stays */
+    c->n_shared = kept;
+    for (int i = 0; i < c->n_sets; i++)
+        if (c->sets[i].state == 1)
+            c->sets[i].state = kept ? 1 : 0;
+}
+
+/* The variables of st in the session, their pages and the total; -1 when
+   one is missing or not pages of its own. */
+static int collect(kiln_comm *c, const dist_share_set *st, dist_shared_var *out,
+                   size_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < st->n; i++) {
+        kiln_var *v = c->s ? kiln_session_find(c->s, st->names[i]) : NULL;
+        if (!v || v->dtype != KILN_F32 || !v->data)
+            return -1;
+        size_t bytes = (size_t)kiln_shape_numel(v->shape) * sizeof(float);
+        size_t pages = kiln_page_round(bytes);
+        if (!pages || ((uintptr_t)v->data % (uintptr_t)sysconf(_SC_PAGESIZE)) ||
+            *total > SIZE_MAX - pages)
+            return -1;
+        out[i] = (dist_shared_var){v->data, pages};
+        *total += pages;
+    }
+    return 0;
+}
+
+/* Shares st's variables (collective); its state then 1, or 2 when any
+   rank could not. */
+static void share(kiln_comm *c, dist_share_set *st)
+{
+    char name[64], msg[KILN_ERRMSG_MAX];
+    if (c->share_weights == 2) { /* KILN_DIST_SHARED_WEIGHTS=private */
+        st->state = 2;
+        return;
+    }
+    dist_shared_var *vs = calloc((size_t)st->n + 1, sizeof *vs);
+    size_t total = 0;
+    int ok = vs && collect(c, st, vs, &total) == 0 &&
+             total <= (size_t)1 << 46 &&
+             grow((void **)&c->shared, &c->cap_shared, c->n_shared + st->n - 1,
+                  sizeof *c->shared) == 0;
+    int fd = -1;
+    snprintf(name, sizeof name, "/kiln-%ld-%d-%d", (long)getpid(),
+             c->key_base / DIST_KEYS, c->cur_set);
+    if (ok && c->rank == 0) {
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        ok = fd >= 0 && ftruncate(fd, (off_t)total) == 0;
+        size_t off = 0;
+        /* every page written now: a full /dev/shm fails here, not with a
+           SIGBUS at a later store */
+        for (int i = 0; ok && i < st->n; i++) {
+            ok = write_all(fd, vs[i].data, vs[i].pages, (off_t)off) == 0;
+            off += vs[i].pages;
+        }
+    }
+    snprintf(msg, sizeof msg, "%s", name);
+    /* rank 0's object name, with every rank's verdict */
+    int low = dist_agree(c, ok, msg, (int)sizeof msg);
+    if (low == -1 && c->rank == 0)
+        snprintf(msg, sizeof msg, "%s", name);
+    if (low == -1 && dist_bcast(c, msg, (int)sizeof msg, MPI_CHAR, 0) != 0)
+        low = -2;
+    int mapped = 0;
+    if (low == -1) {
+        if (c->rank != 0)
+            fd = shm_open(msg, O_RDWR, 0600);
+        ok = fd >= 0;
+        size_t off = 0;
+        while (ok && mapped < st->n) {
+            ok = map_over(vs[mapped].data, vs[mapped].pages, fd, (off_t)off) ==
+                 0;
+            off += vs[mapped].pages;
+            mapped += ok;
+        }
+        low = dist_agree(c, ok, msg, (int)sizeof msg);
+    }
+    if (c->rank == 0 && fd >= 0)
+        shm_unlink(name);
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < mapped && vs; i++)
+        c->shared[c->n_shared++] = vs[i];
+    if (low != -1)
+        dist_unshare_all(c); /* the ones mapped, back to private */
+    st->state = low == -1 ? 1 : 2;
+    free(vs);
+}
+
+int dist_phases(void *ctx, kiln_var *var)
+{
+    kiln_comm *c = ctx;
+    dist_share_set *st = (dist_share_set *)current(c);
+    if (!st || !in_set(st, var->name))
+        return 0;
+    if (c->broken) {
+        kiln_session_fail(c->s, KILN_ERR_IO,
+                          "kiln_run: the communicator broke (a collective "
+                          "timed out): no more shared updates");
+        return -1;
+    }
+    if (st->state == 0)
+        share(c, st);
+    if (c->phase_comm == MPI_COMM_NULL &&
+        MPI_Comm_dup(c->comm, &c->phase_comm) != MPI_SUCCESS) {
+        c->phase_comm = MPI_COMM_NULL;
+        kiln_session_fail(c->s, KILN_ERR_IO,
+                          "kiln_run: MPI_Comm_dup for the shared updates");
+        return -1;
+    }
+    if (st->state == 1)
+        return c->size;
+    /* private: the write's change is all-reduced after it */
+    size_t bytes = (size_t)kiln_shape_numel(var->shape) * sizeof(float);
+    if (bytes > c->saved_bytes) {
+        float *p = realloc(c->saved, bytes);
+        if (!p) {
+            kiln_session_fail(c->s, KILN_ERR_MEMORY, "kiln_run: out of memory");
+            return -1;
+        }
+        c->saved = p;
+        c->saved_bytes = bytes;
+    }
+    memcpy(c->saved, var->data, bytes);
+    return 1;
+}
+
+static int failed(kiln_comm *c, int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    dist_mpi_error(rc, msg, sizeof msg);
+    if (c->s)
+        kiln_session_fail(c->s, KILN_ERR_IO, "shared update: %s: %s", what,
+                          msg);
+    dist_fail(c, KILN_ERR_IO, "shared update: %s: %s", what, msg);
+    return -1;
+}
+
+static int barrier(kiln_comm *c)
+{
+    MPI_Request req;
+    double t0 = MPI_Wtime();
+    int rc = MPI_Ibarrier(c->phase_comm, &req);
+    if (rc == MPI_SUCCESS)
+        rc = dist_complete(c, &req);
+    c->stats.wait_seconds += MPI_Wtime() - t0;
+    return rc == MPI_SUCCESS ? 0 : failed(c, rc, "barrier");
+}
+
+int dist_phase(void *ctx, int p)
+{
+    kiln_comm *c = ctx;
+    const dist_share_set *st = current(c);
+    if (st && st->state == 2)
+        return 0;
+    if (barrier(c) != 0)
+        return -1;
+    return (c->rank + p) % c->size;
+}
+
+kiln_status dist_phase_end(void *ctx, kiln_var *var)
+{
+    kiln_comm *c = ctx;
+    const dist_share_set *st = current(c);
+    if (!var) { /* the run's end: every rank's last phase is over */
+        int open = c->phases_open;
+        c->phases_open = 0;
+        return !open || barrier(c) == 0 ? KILN_OK : KILN_ERR_IO;
+    }
+    if (!st || st->state != 2) {
+        /* nothing reads var again in this run (its update is in place,
+           after every read): the next write's first barrier, or the
+           run's end, closes this one */
+        c->phases_open = 1;
+        return KILN_OK;
+    }
+    int64_t n = kiln_shape_numel(var->shape);
+    if (n > 0x7fffffff)
+        return kiln_session_fail(c->s, KILN_ERR_ARG,
+                                 "shared update: '%s' has more than 2^31-1 "
+                                 "values",
+                                 var->name);
+    float *d = var->data;
+    const float *old = c->saved;
+    for (int64_t i = 0; i < n; i++)
+        d[i] -= old[i]; /* this rank's change, summed in place */
+    int rc = dist_allreduce(c, MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM);
+    if (rc != MPI_SUCCESS) {
+        memcpy(d, old, (size_t)n * sizeof(float)); /* as before the write */
+        failed(c, rc, "all-reduce of the changes");
+        return KILN_ERR_IO;
+    }
+    for (int64_t i = 0; i < n; i++)
+        d[i] += old[i];
+    c->stats.allreduces++;
+    c->stats.bytes += n * (int64_t)sizeof(float);
+    return KILN_OK;
+}
+
+void dist_share_free(kiln_comm *c)
+{
+    dist_unshare_all(c);
+    for (int i = 0; i < c->n_sets; i++)
+        free_set(&c->sets[i]);
+    free(c->sets);
+    free(c->shared);
+    free(c->saved);
+    int done = 0;
+    MPI_Finalized(&done);
+    if (c->phase_comm != MPI_COMM_NULL && !done && !c->broken)
+        MPI_Comm_free(&c->phase_comm);
+}
