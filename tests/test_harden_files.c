@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -21,8 +22,8 @@
 #include "kiln.h"
 #include "test_files.h"
 
-/* The library's aligned_alloc (variable storage) goes through here
-   (-Wl,--wrap=aligned_alloc): fail_alloc_in = n fails the n-th call. */
+/* The library's aligned_alloc and anonymous mmap (variable storage) go
+   through here (-Wl,--wrap=aligned_alloc, --wrap=mmap): fail_alloc_in = n fails the n-th call. */
 void *__real_aligned_alloc(size_t align, size_t size);
 void *__wrap_aligned_alloc(size_t align, size_t size);
 static int fail_alloc_in;
@@ -32,6 +33,19 @@ void *__wrap_aligned_alloc(size_t align, size_t size)
     if (fail_alloc_in > 0 && --fail_alloc_in == 0)
         return NULL;
     return __real_aligned_alloc(align, size);
+}
+
+/* Variables are pages of their own (-Wl,--wrap=mmap): counted the same. */
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off)
+{
+    if (fd < 0 && fail_alloc_in > 0 && --fail_alloc_in == 0)
+        return MAP_FAILED;
+    return __real_mmap(addr, len, prot, flags, fd, off);
 }
 
 /* {"a": [1, 2, 3] f32, "b": [7, -8] i32} scaled by k */

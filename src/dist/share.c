@@ -41,11 +41,17 @@
 #include "base/big_alloc.h"
 #include "dist/dist.h"
 
+/* Room in *items (of *cap items of size bytes) for n + 1; -1 when out of
+   memory. */
 static int grow(void **items, int *cap, int n, size_t size)
 {
     if (n < *cap)
         return 0;
-    int grown = *cap ? 2 * *cap : 8;
+    int grown = *cap ? *cap : 8;
+    while (grown <= n && grown < (1 << 29))
+        grown *= 2;
+    if (grown <= n)
+        return -1;
     void *p = realloc(*items, (size_t)grown * size);
     if (!p)
         return -1;

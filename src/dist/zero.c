@@ -100,7 +100,7 @@ void dist_shard_state(void *ctx, const char *name, const kiln_node *var,
 static int gather_key(kiln_comm *c, int64_t total)
 {
     for (int k = 0; k < c->n_refs; k++)
-        if (c->refs[k].plan < 0 && c->gathers[c->refs[k].slot] == total)
+        if (c->refs[k].plan == -1 && c->gathers[c->refs[k].slot] == total)
             return c->key_base + k + 1;
     if (room_for_one((void **)&c->gathers, &c->cap_gathers, c->n_gathers,
                      sizeof *c->gathers) != 0 ||

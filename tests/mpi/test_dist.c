@@ -521,9 +521,16 @@ static void test_mismatched_shared_memory(void **state)
     assert_int_equal(kiln_comm_set_shared_memory(comm, rank != 1), KILN_OK);
     check_mismatch(24, "batch 128",
                    "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
-                   "1048576 bytes, shared memory', rank 1 has 'comm: buckets "
-                   "of 1048576 bytes, MPI_Iallreduce'");
+                   "1048576 bytes, shared memory, shared weights', rank 1 has "
+                   "'comm: buckets of 1048576 bytes, MPI_Iallreduce'");
     assert_int_equal(kiln_comm_set_shared_memory(comm, 1), KILN_OK);
+    /* one rank sharing plain SGD's variables, the other not */
+    assert_int_equal(kiln_comm_set_shared_weights(comm, rank != 1), KILN_OK);
+    check_mismatch(24, "batch 128",
+                   "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
+                   "1048576 bytes, shared memory, shared weights', rank 1 has "
+                   "'comm: buckets of 1048576 bytes, shared memory'");
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
     assert_int_equal(kiln_comm_set_shared_memory(NULL, 1), KILN_ERR_ARG);
 }
 
