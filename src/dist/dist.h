@@ -79,8 +79,10 @@ typedef struct dist_state {
    of one machine share them (share.c). */
 typedef struct dist_share_set {
     char **names;
+    unsigned char *shared; /* by name: its pages are shared (state 1) */
     int n;
-    int state; /* 0 private, 1 shared, 2 private, summed after each write */
+    int state; /* 0 not yet shared; 1 shared where shared[i]; 2 none: every
+                  variable private, its changes summed after each write */
 } dist_share_set;
 
 /* A variable whose pages are shared, to make private again. */
@@ -123,6 +125,7 @@ struct kiln_comm {
     int n_shared, cap_shared;
     MPI_Comm phase_comm; /* the phases' barriers; MPI_COMM_NULL until used */
     int phases_open;     /* a shared write's last phase not closed */
+    int write_private;   /* the write going on is to a private copy */
     float *saved;        /* a write's variable before it (state 2) */
     size_t saved_bytes;
 };

@@ -65,6 +65,7 @@ static void free_set(dist_share_set *st)
     for (int i = 0; i < st->n; i++)
         free(st->names[i]);
     free(st->names);
+    free(st->shared);
 }
 
 int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
@@ -84,11 +85,12 @@ int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
         return -1;
     }
     dist_share_set *st = &c->sets[c->n_sets];
-    *st = (dist_share_set){calloc((size_t)n + 1, sizeof *st->names), 0, 0};
+    *st = (dist_share_set){calloc((size_t)n + 1, sizeof *st->names),
+                           calloc((size_t)n + 1, 1), 0, 0};
     for (int i = 0; st->names && i < n; i++)
         if ((st->names[st->n] = strdup(vars[i]->name)))
             st->n++;
-    if (!st->names || st->n < n) {
+    if (!st->names || !st->shared || st->n < n) {
         free_set(st);
         kiln_graph_fail(g, KILN_ERR_MEMORY,
                         "kiln_optimizer_build_step: out of memory");
@@ -122,12 +124,13 @@ static const dist_share_set *current(const kiln_comm *c)
                                                      : NULL;
 }
 
+/* The index of name in st, or -1. */
 static int in_set(const dist_share_set *st, const char *name)
 {
     for (int i = 0; i < st->n; i++)
         if (strcmp(st->names[i], name) == 0)
-            return 1;
-    return 0;
+            return i;
+    return -1;
 }
 
 /* Writes bytes of data at off of fd; 0 when all are written. */
@@ -189,23 +192,25 @@ void dist_unshare_all(kiln_comm *c)
             c->sets[i].state = kept ? 1 : 0;
 }
 
-/* The variables of st in the session, their pages and the total; -1 when
-   one is missing or not pages of its own. */
-static int collect(kiln_comm *c, const dist_share_set *st, dist_shared_var *out,
+/* The variables of st in the session that are pages of their own (the
+   others stay private: small ones, a bias), their pages and the total;
+   -1 when one is missing. */
+static int collect(kiln_comm *c, dist_share_set *st, dist_shared_var *out,
                    size_t *total)
 {
     *total = 0;
+    long ps = sysconf(_SC_PAGESIZE);
     for (int i = 0; i < st->n; i++) {
         kiln_var *v = c->s ? kiln_session_find(c->s, st->names[i]) : NULL;
         if (!v || v->dtype != KILN_F32 || !v->data)
             return -1;
         size_t bytes = (size_t)kiln_shape_numel(v->shape) * sizeof(float);
         size_t pages = kiln_page_round(bytes);
-        if (!pages || ((uintptr_t)v->data % (uintptr_t)sysconf(_SC_PAGESIZE)) ||
-            *total > SIZE_MAX - pages)
-            return -1;
-        out[i] = (dist_shared_var){v->data, pages};
-        *total += pages;
+        st->shared[i] = v->own_pages && pages && ps > 0 &&
+                        (uintptr_t)v->data % (uintptr_t)ps == 0 &&
+                        *total <= SIZE_MAX - pages;
+        out[i] = (dist_shared_var){v->data, st->shared[i] ? pages : 0};
+        *total += out[i].pages;
     }
     return 0;
 }
@@ -238,6 +243,7 @@ static void share(kiln_comm *c, dist_share_set *st)
             ok = write_all(fd, vs[i].data, vs[i].pages, (off_t)off) == 0;
             off += vs[i].pages;
         }
+        ok = ok && total > 0;
     }
     snprintf(msg, sizeof msg, "%s", name);
     /* rank 0's object name, with every rank's verdict */
@@ -253,8 +259,9 @@ static void share(kiln_comm *c, dist_share_set *st)
         ok = fd >= 0;
         size_t off = 0;
         while (ok && mapped < st->n) {
-            ok = map_over(vs[mapped].data, vs[mapped].pages, fd, (off_t)off) ==
-                 0;
+            ok = !vs[mapped].pages ||
+                 map_over(vs[mapped].data, vs[mapped].pages, fd, (off_t)off) ==
+                     0;
             off += vs[mapped].pages;
             mapped += ok;
         }
@@ -265,7 +272,8 @@ static void share(kiln_comm *c, dist_share_set *st)
     if (fd >= 0)
         close(fd);
     for (int i = 0; i < mapped && vs; i++)
-        c->shared[c->n_shared++] = vs[i];
+        if (vs[i].pages)
+            c->shared[c->n_shared++] = vs[i];
     if (low != -1)
         dist_unshare_all(c); /* the ones mapped, back to private */
     st->state = low == -1 ? 1 : 2;
@@ -276,7 +284,8 @@ int dist_phases(void *ctx, kiln_var *var)
 {
     kiln_comm *c = ctx;
     dist_share_set *st = (dist_share_set *)current(c);
-    if (!st || !in_set(st, var->name))
+    int at = st ? in_set(st, var->name) : -1;
+    if (at < 0)
         return 0;
     if (c->broken) {
         kiln_session_fail(c->s, KILN_ERR_IO,
@@ -293,7 +302,8 @@ int dist_phases(void *ctx, kiln_var *var)
                           "kiln_run: MPI_Comm_dup for the shared updates");
         return -1;
     }
-    if (st->state == 1)
+    c->write_private = !(st->state == 1 && st->shared[at]);
+    if (!c->write_private)
         return c->size;
     /* private: the write's change is all-reduced after it */
     size_t bytes = (size_t)kiln_shape_numel(var->shape) * sizeof(float);
@@ -335,8 +345,7 @@ static int barrier(kiln_comm *c)
 int dist_phase(void *ctx, int p)
 {
     kiln_comm *c = ctx;
-    const dist_share_set *st = current(c);
-    if (st && st->state == 2)
+    if (c->write_private)
         return 0;
     if (barrier(c) != 0)
         return -1;
@@ -346,13 +355,12 @@ int dist_phase(void *ctx, int p)
 kiln_status dist_phase_end(void *ctx, kiln_var *var)
 {
     kiln_comm *c = ctx;
-    const dist_share_set *st = current(c);
     if (!var) { /* the run's end: every rank's last phase is over */
         int open = c->phases_open;
         c->phases_open = 0;
         return !open || barrier(c) == 0 ? KILN_OK : KILN_ERR_IO;
     }
-    if (!st || st->state != 2) {
+    if (!c->write_private) {
         /* nothing reads var again in this run (its update is in place,
            after every read): the next write's first barrier, or the
            run's end, closes this one */

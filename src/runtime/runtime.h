@@ -12,7 +12,12 @@ typedef struct kiln_var {
     kiln_shape shape;
     void *data; /* 64-byte aligned */
     int trainable;
+    /* data is pages of its own (kiln_big_alloc_pages: variables of
+       KILN_VAR_PAGES_MIN bytes or more), which src/dist/ may share */
+    int own_pages;
 } kiln_var;
+
+enum { KILN_VAR_PAGES_MIN = 1 << 16 };
 
 /* Called by kiln_session_free for an object that keeps a pointer to the
    session (see kiln_session_attach). */

@@ -246,24 +246,36 @@ kiln_status kiln_var_alloc(kiln_var *v, const char *name, kiln_dtype dt,
                            kiln_shape shape, int trainable)
 {
     size_t bytes = (size_t)kiln_shape_numel(shape) * kiln_dtype_size(dt);
-    /* pages of its own (zeroed): see kiln_big_alloc_pages */
-    void *data = kiln_big_alloc_pages(bytes);
+    /* large ones pages of their own (zeroed): see kiln_big_alloc_pages */
+    int pages = bytes >= KILN_VAR_PAGES_MIN;
+    void *data =
+        pages ? kiln_big_alloc_pages(bytes) : kiln_big_alloc(bytes + 64);
     char *nm = strdup(name);
     if (!data || !nm) {
-        kiln_big_free_pages(data, bytes);
+        if (pages)
+            kiln_big_free_pages(data, bytes);
+        else
+            kiln_big_free(data, bytes + 64);
         free(nm);
         return KILN_ERR_MEMORY;
     }
-    *v = (kiln_var){nm, dt, shape, data, trainable};
+    if (!pages)
+        memset(data, 0, bytes);
+    *v = (kiln_var){nm, dt, shape, data, trainable, pages};
     return KILN_OK;
 }
 
 void kiln_var_release(kiln_var *v)
 {
     free(v->name);
-    if (v->data)
-        kiln_big_free_pages(v->data, (size_t)kiln_shape_numel(v->shape) *
-                                         kiln_dtype_size(v->dtype));
+    if (v->data) {
+        size_t bytes =
+            (size_t)kiln_shape_numel(v->shape) * kiln_dtype_size(v->dtype);
+        if (v->own_pages)
+            kiln_big_free_pages(v->data, bytes);
+        else
+            kiln_big_free(v->data, bytes + 64);
+    }
     v->name = NULL;
     v->data = NULL;
 }
