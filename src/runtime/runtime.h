@@ -17,7 +17,7 @@ typedef struct kiln_var {
     int own_pages;
 } kiln_var;
 
-enum { KILN_VAR_PAGES_MIN = 1 << 16 };
+enum { KILN_VAR_PAGES_MIN = 1 << 12 };
 
 /* Called by kiln_session_free for an object that keeps a pointer to the
    session (see kiln_session_attach). */

@@ -368,18 +368,18 @@ static void check_shared_weights(int mode, int hidden)
     train_compiled(&d, hidden);
     kiln_comm_stats st;
     assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
-    /* shared: no gradient moves at all, but variables under 64 KiB stay
-       private (W0 is shared, W1 and the biases not); private: each
-       variable's change, once per step */
+    /* shared: no gradient moves at all, but variables under 4 KiB stay
+       private (b1; W0, b0 and W1 are shared); private: each variable's
+       change, once per step */
     int64_t numel[4] = {FEATURES * hidden, hidden, hidden * CLASSES, CLASSES},
             values = 0;
     int n_private = 0;
     for (int i = 0; i < 4; i++)
-        if (mode != 1 || numel[i] * 4 < 65536) {
+        if (mode != 1 || numel[i] * 4 < 4096) {
             values += numel[i];
             n_private++;
         }
-    assert_true(mode != 1 || n_private == 3);
+    assert_true(mode != 1 || n_private == 1);
     assert_int_equal(st.bytes, (int64_t)STEPS * values * 4);
     assert_int_equal(st.allreduces, n_private * STEPS);
     train_compiled(&one, hidden);
@@ -416,7 +416,7 @@ static void check_shared_weights(int mode, int hidden)
 static void test_shared_weights(void **state)
 {
     (void)state;
-    check_shared_weights(1, 1024); /* W0 64 KiB: shared */
+    check_shared_weights(1, 1024);
 }
 
 static void test_shared_weights_private(void **state)
