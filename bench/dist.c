@@ -8,11 +8,16 @@
      [mpirun -np N] dist [--model mlp|cnn] [--threads T] [--batch B]
                          [--steps S] [--bucket-bytes N] [--adam 1]
                          [--zero1 1] [--shm 0] [--gemm-acc 0]
+                         [--shared-weights 0|1|2]
 
    SGD by default; --adam 1 trains with Adam (two moments of state per
    value), --zero1 1 shards that state over the ranks (ZeRO-1); --shm 0
    all-reduces the buckets with MPI_Iallreduce where the ranks share a
    machine (by default they are summed through shared memory);
+   --shared-weights 0 builds the SGD step with gradient buckets where the
+   ranks share a machine (by default they share one copy of the weights,
+   each adding its share of the update: docs/distributed.md), 2 with
+   private copies and each update's change all-reduced;
    --gemm-acc 0 compiles without the gemm_acc pass (the SGD update of a
    weight is then a pass of its own after its gradient's product, as a
    data-parallel step's always is: bench/dist_run's bounds).
@@ -41,11 +46,12 @@ static const int WIDTHS[4] = {784, 1024, 1024, 10};
 typedef struct opts {
     int threads, batch, steps, cnn, adam, zero1, shm, gemm_acc;
     size_t bucket_bytes;
+    int shared_weights;
 } opts;
 
 static opts parse(int argc, char **argv)
 {
-    opts o = {1, 256, 20, 0, 0, 0, 1, 1, 0};
+    opts o = {1, 256, 20, 0, 0, 0, 1, 1, 0, 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             o.threads = atoi(argv[i + 1]);
@@ -63,6 +69,8 @@ static opts parse(int argc, char **argv)
             o.zero1 = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--gemm-acc"))
             o.gemm_acc = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--shared-weights"))
+            o.shared_weights = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bucket-bytes"))
             o.bucket_bytes = (size_t)atoll(argv[i + 1]);
         else
@@ -181,6 +189,7 @@ int main(int argc, char **argv)
     kiln_graph *g = kiln_graph_new();
     if (c && (kiln_comm_set_zero1(c, o.zero1) != KILN_OK ||
               kiln_comm_set_shared_memory(c, o.shm) != KILN_OK ||
+              kiln_comm_set_shared_weights(c, o.shared_weights) != KILN_OK ||
               kiln_session_set_comm(s, c) != KILN_OK ||
               (o.bucket_bytes &&
                kiln_comm_set_bucket_bytes(c, o.bucket_bytes) != KILN_OK)))
