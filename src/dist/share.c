@@ -335,8 +335,10 @@ static int barrier(kiln_comm *c)
 {
     MPI_Request req;
     double t0 = MPI_Wtime();
-    int rc = MPI_Ibarrier(c->phase_comm, &req);
-    if (rc == MPI_SUCCESS)
+    int rc;
+    if (!(c->timeout > 0) && !c->broken)
+        rc = MPI_Barrier(c->phase_comm);
+    else if ((rc = MPI_Ibarrier(c->phase_comm, &req)) == MPI_SUCCESS)
         rc = dist_complete(c, &req);
     c->stats.wait_seconds += MPI_Wtime() - t0;
     return rc == MPI_SUCCESS ? 0 : failed(c, rc, "barrier");

@@ -137,6 +137,10 @@ static kiln_status computed(void *ctx, int hook, void *data)
     c->cur_set = -1;
     if (c->n_shared)
         dist_unshare_all(c);
+    if (c->n_shared)
+        return kiln_session_fail(c->s, KILN_ERR_MEMORY,
+                                 "kiln_run: out of memory making the shared "
+                                 "variables private again");
     if (r->plan < 0)
         return dist_gather(c, c->gathers[r->slot], data);
     return dist_pack(c, c->plans[r->plan], r->slot, data);
@@ -247,6 +251,12 @@ static kiln_status before_update(void *ctx, kiln_node *const *grads,
                                  void *const *values, int n)
 {
     kiln_comm *c = ctx;
+    if (c->n_shared)
+        dist_unshare_all(c);
+    if (c->n_shared) /* each rank's update would reach every rank */
+        return kiln_session_fail(c->s, KILN_ERR_MEMORY,
+                                 "kiln_optimizer_update: out of memory making "
+                                 "the shared variables private again");
     dist_plan *p = dyn_plan(c, grads, n);
     if (!p)
         return kiln_session_fail(c->s, KILN_ERR_MEMORY,
