@@ -100,11 +100,9 @@ int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
        rank's weight (rows / global rows) */
     int before = g->n_nodes;
     kiln_node *w = kiln_stop_gradient(g, kiln_scalar(g, (float)c->weight));
-    if (w->op == KILN_OP_ERROR)
-        return -1;
-    if (w->id < before || w->hook) { /* an existing node: not ours to mark */
-        free_set(st);
-        return 0;
+    if (w->op == KILN_OP_ERROR || w->id < before || w->hook) {
+        free_set(st); /* failed, or an existing node: not ours to mark */
+        return w->op == KILN_OP_ERROR ? -1 : 0;
     }
     w->hook = dist_new_key(c, (dist_ref){-2, c->n_sets++});
     for (int i = 0; i < n; i++)
