@@ -195,6 +195,17 @@ if [ "$model" = mlp ]; then
     [ $took -lt 60 ] || fail "a stopped rank: the job took $took s to end"
     grep -q "no answer from every rank within 3 s (a rank died or stopped" \
         "$tmp/stopped.err" || fail "a stopped rank: no error"
+    # the same with plain SGD: the ranks wait in the shared updates' barriers
+    start=$(date +%s)
+    KILN_DIST_TIMEOUT=3 timeout 120 "$mpirun" -np 2 sh -c \
+        "[ \$OMPI_COMM_WORLD_RANK = 1 ] && (sleep 2; kill -STOP \$\$) & exec \"$kiln\" $(echo $args) --optimizer sgd --steps 1000000" \
+        >"$tmp/sstopped.out" 2>"$tmp/sstopped.err" </dev/null
+    rc=$?
+    took=$(($(date +%s) - start))
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a stopped rank (SGD): status $rc"
+    [ $took -lt 60 ] || fail "a stopped rank (SGD): the job took $took s to end"
+    grep -q "no answer from every rank within 3 s (a rank died or stopped" \
+        "$tmp/sstopped.err" || fail "a stopped rank (SGD): no error"
 fi
 
 [ $fails -eq 0 ] || exit 1
