@@ -7,13 +7,30 @@
 
 #include "runtime/variant.h"
 
-/* The hooked nodes anchored at x (their last input), in id order, each
+/* Scheduled right after their last input: hooked nodes, and one-value
+   nodes computed from one-value nodes only (a step's scale factors, such
+   as a shared-weights update's -lr * share), so that they do not sit
+   between the updates that run together (runtime/variant.c). */
+static int anchored(const kiln_node *n)
+{
+    if (n->hook)
+        return 1;
+    if (n->debug || n->n_in == 0 || n->op == KILN_OP_ASSIGN ||
+        n->op == KILN_OP_DOALL || kiln_shape_numel(n->shape) != 1)
+        return 0;
+    for (int k = 0; k < n->n_in; k++)
+        if (kiln_shape_numel(n->in[k]->shape) != 1)
+            return 0;
+    return 1;
+}
+
+/* The anchored nodes anchored at x (their last input), in id order, each
    followed by those anchored at it, appended to order. */
 static void emit_anchored(kiln_graph *g, const int *anchor, int x, int *order,
                           int *n)
 {
     for (int id = x + 1; id < g->n_nodes; id++)
-        if (g->nodes[id]->hook && anchor[id] == x) {
+        if (anchored(g->nodes[id]) && anchor[id] == x) {
             order[(*n)++] = id;
             emit_anchored(g, anchor, id, order, n);
         }
@@ -42,7 +59,7 @@ kiln_status kiln_schedule_hooks(kiln_graph *g)
                 anchor[id] = x->in[k]->id;
     }
     for (int id = 0; id < g->n_nodes; id++)
-        if (!g->nodes[id]->hook) {
+        if (!anchored(g->nodes[id])) {
             order[n++] = id;
             emit_anchored(g, anchor, id, order, &n);
         } else if (anchor[id] < 0) { /* no inputs: stays where it is */

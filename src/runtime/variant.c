@@ -274,19 +274,71 @@ static kiln_var *shared_target(kiln_session *s, const kiln_grad_sync *sync,
     return var;
 }
 
-/* Runs st, a write over the shared variable var, in nb phases. */
+/* The most consecutive writes over shared variables run together. */
+enum { PHASED_GROUP = 32 };
+
+/* Runs steps[0..n), consecutive writes over the shared variables vars[],
+   together in nb phases: one wait before each phase for all of them. */
 static kiln_status run_phased(kiln_session *s, const kiln_grad_sync *sync,
-                              kiln_step *st, kiln_var *var, int nb)
+                              kiln_variant *v, kiln_step **steps,
+                              kiln_var **vars, int n, int nb)
 {
     char msg[KILN_ERRMSG_MAX - 16];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < steps[i]->n->n_in; k++)
+            steps[i]->in[k] = v->buf[steps[i]->n->in[k]->id];
     for (int p = 0; p < nb; p++) {
         int blk = sync->phase(sync->ctx, p);
         if (blk < 0)
             return KILN_ERR_IO;
-        if (run_block(s, st, blk, nb, msg, sizeof msg) != KILN_OK)
-            return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
+        for (int i = 0; i < n; i++)
+            if (run_block(s, steps[i], blk, nb, msg, sizeof msg) != KILN_OK)
+                return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
     }
-    return sync->phase_end(sync->ctx, var);
+    kiln_status rc = KILN_OK;
+    for (int i = 0; i < n && rc == KILN_OK; i++)
+        rc = sync->phase_end(sync->ctx, vars[i]);
+    return rc;
+}
+
+/* 1 when st writes where a step of group does, or reads what one
+   writes: it must then run after the whole group, not phase by phase. */
+static int reads_group(const kiln_variant *v, const kiln_step *st,
+                       kiln_step *const *group, int n)
+{
+    for (int g = 0; g < n; g++) {
+        if (group[g]->out == st->out)
+            return 1;
+        for (int k = 0; k < st->n->n_in; k++)
+            if (v->buf[st->n->in[k]->id] == group[g]->out)
+                return 1;
+    }
+    return 0;
+}
+
+/* The writes over shared variables that follow steps[i] (one, in nb
+   phases) and run with it: into group and vars; their number. */
+static int phased_group(kiln_session *s, const kiln_grad_sync *sync,
+                        kiln_variant *v, int i, int nb, kiln_var *first,
+                        kiln_step **group, kiln_var **vars)
+{
+    int n = 1, asked = 0;
+    group[0] = &v->steps[i];
+    vars[0] = first;
+    while (nb > 1 && n < PHASED_GROUP && i + n < v->n_steps) {
+        asked = 1;
+        int nbj;
+        kiln_step *sj = &v->steps[i + n];
+        kiln_var *vj = shared_target(s, sync, v, sj, &nbj);
+        if (nbj != nb || sj->n->hook || sj->n->debug ||
+            reads_group(v, sj, group, n))
+            break;
+        group[n] = sj;
+        vars[n++] = vj;
+    }
+    if (asked) /* the look ahead may have asked about a private one */
+        shared_target(s, sync, v, group[0], &nb);
+    return n;
 }
 
 /* Runs v's kernels in order. */
@@ -313,8 +365,15 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
         if (nb < 0)
             return KILN_ERR_IO;
         if (nb > 0) {
-            if ((rc = run_phased(s, sync, st, shared, nb)) != KILN_OK)
+            kiln_step *group[PHASED_GROUP];
+            kiln_var *vars[PHASED_GROUP];
+            int n = phased_group(s, sync, v, i, nb, shared, group, vars);
+            if ((rc = run_phased(s, sync, v, group, vars, n, nb)) != KILN_OK)
                 return rc;
+            for (int k = 1; k < n; k++) /* steps without hook or debug */
+                sync_step(sync, v, group[k], 1);
+            i += n - 1;
+            st = group[n - 1];
         } else if (kiln_cpu_run_prepared(&s->exec, st->n, st->out, st->in,
                                          st->scratch, st->prep, msg,
                                          sizeof msg) != KILN_OK)
