@@ -10,7 +10,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -358,12 +361,13 @@ static void test_compiled_mlp_small_buckets(void **state)
    ranks, each adding its share of the update in turns (mode 1), or the
    same step with private copies and each update's change all-reduced
    (mode 2); against one process. */
-static void check_shared_weights(int mode, int hidden)
+static void check_shared_weights(int mode, int hidden, int blocked)
 {
     run d = plain(1), one = plain(0);
     d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
     assert_int_equal(kiln_comm_set_shared_weights(comm, mode), KILN_OK);
     assert_int_equal(kiln_comm_shared_weights(comm), mode);
+    int shared = mode == 1 && !blocked;
     kiln_comm_reset_stats(comm);
     train_compiled(&d, hidden);
     kiln_comm_stats st;
@@ -375,11 +379,11 @@ static void check_shared_weights(int mode, int hidden)
             values = 0;
     int n_private = 0;
     for (int i = 0; i < 4; i++)
-        if (mode != 1 || numel[i] * 4 < 4096) {
+        if (!shared || numel[i] * 4 < 4096) {
             values += numel[i];
             n_private++;
         }
-    assert_true(mode != 1 || n_private == 1);
+    assert_true(!shared || n_private == 1);
     assert_int_equal(st.bytes, (int64_t)STEPS * values * 4);
     assert_int_equal(st.allreduces, n_private * STEPS);
     train_compiled(&one, hidden);
@@ -416,13 +420,36 @@ static void check_shared_weights(int mode, int hidden)
 static void test_shared_weights(void **state)
 {
     (void)state;
-    check_shared_weights(1, 1024);
+    check_shared_weights(1, 1024, 0);
 }
 
 static void test_shared_weights_private(void **state)
 {
     (void)state;
-    check_shared_weights(2, 1024);
+    check_shared_weights(2, 1024, 0);
+}
+
+/* Rank 0 cannot make the shared-memory object (names taken): every rank
+   keeps a private copy and all-reduces each update's change instead, with
+   the same results. */
+static void test_shared_weights_unavailable(void **state)
+{
+    (void)state;
+    char name[64];
+    int rank = kiln_comm_rank(comm);
+    enum { SETS = 64 };
+    for (int k = 0; rank == 0 && k < SETS; k++) {
+        /* share.c's names: /kiln-<rank 0's pid>-<communicator>-<step> */
+        snprintf(name, sizeof name, "/kiln-%ld-0-%d", (long)getpid(), k);
+        int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
+    check_shared_weights(1, 1024, 1);
+    for (int k = 0; rank == 0 && k < SETS; k++) {
+        snprintf(name, sizeof name, "/kiln-%ld-0-%d", (long)getpid(), k);
+        shm_unlink(name);
+    }
 }
 
 /* The same through MPI_Iallreduce (on one machine, buckets are summed
@@ -916,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_compiled_mlp_small_buckets),
         cmocka_unit_test(test_shared_weights),
         cmocka_unit_test(test_shared_weights_private),
+        cmocka_unit_test(test_shared_weights_unavailable),
         cmocka_unit_test(test_compiled_iallreduce),
         cmocka_unit_test(test_compiled_mlp_gradient_output),
         cmocka_unit_test(test_compiled_cnn),
