@@ -183,29 +183,25 @@ rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a dead rank: status $rc"
 # a rank that stops mid-training (SIGSTOP: MPI sees nothing wrong): rank 0
 # gives up after KILN_DIST_TIMEOUT seconds with a message and ends the
-# job, not a hang
+# job, not a hang.  stopped NAME WHAT [flags]
+stopped() {
+    name=$1 what=$2
+    shift 2
+    start=$(date +%s)
+    KILN_DIST_TIMEOUT=3 timeout 120 "$mpirun" -np 2 sh -c \
+        "[ \$OMPI_COMM_WORLD_RANK = 1 ] && (sleep 2; kill -STOP \$\$) & exec \"$kiln\" $(echo $args) $* --steps 1000000" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+    rc=$?
+    took=$(($(date +%s) - start))
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$what: status $rc"
+    [ $took -lt 60 ] || fail "$what: the job took $took s to end"
+    grep -q "no answer from every rank within 3 s (a rank died or stopped" \
+        "$tmp/$name.err" || fail "$what: no error"
+}
 if [ "$model" = mlp ]; then
-    start=$(date +%s)
-    KILN_DIST_TIMEOUT=3 timeout 120 "$mpirun" -np 2 sh -c \
-        "[ \$OMPI_COMM_WORLD_RANK = 1 ] && (sleep 2; kill -STOP \$\$) & exec \"$kiln\" $(echo $args) --steps 1000000" \
-        >"$tmp/stopped.out" 2>"$tmp/stopped.err" </dev/null
-    rc=$?
-    took=$(($(date +%s) - start))
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a stopped rank: status $rc"
-    [ $took -lt 60 ] || fail "a stopped rank: the job took $took s to end"
-    grep -q "no answer from every rank within 3 s (a rank died or stopped" \
-        "$tmp/stopped.err" || fail "a stopped rank: no error"
-    # the same with plain SGD: the ranks wait in the shared updates' barriers
-    start=$(date +%s)
-    KILN_DIST_TIMEOUT=3 timeout 120 "$mpirun" -np 2 sh -c \
-        "[ \$OMPI_COMM_WORLD_RANK = 1 ] && (sleep 2; kill -STOP \$\$) & exec \"$kiln\" $(echo $args) --optimizer sgd --steps 1000000" \
-        >"$tmp/sstopped.out" 2>"$tmp/sstopped.err" </dev/null
-    rc=$?
-    took=$(($(date +%s) - start))
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a stopped rank (SGD): status $rc"
-    [ $took -lt 60 ] || fail "a stopped rank (SGD): the job took $took s to end"
-    grep -q "no answer from every rank within 3 s (a rank died or stopped" \
-        "$tmp/sstopped.err" || fail "a stopped rank (SGD): no error"
+    stopped stopped "a stopped rank"
+    # plain SGD: the ranks wait in the shared updates' barriers
+    stopped sstopped "a stopped rank (SGD)" --optimizer sgd
 fi
 
 [ $fails -eq 0 ] || exit 1
