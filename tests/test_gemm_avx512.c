@@ -184,6 +184,37 @@ static void test_cpu_gemm(void **state)
     kiln_set_num_threads(1);
 }
 
+/* kiln_cpu_gemm_acc_rows: an accumulating product cut into 1 to 3 blocks
+   of rows (the phases of a shared-weights update, src/dist/share.c), each
+   row added once, the same as the whole product. */
+static void test_gemm_acc_rows(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {
+        {1024, 1024, 128}, {784, 1024, 128}, {1024, 10, 128},
+        {5, 300, 7},       {1, 64, 33},      {300, 1, 20},
+    };
+    kiln_rng r;
+    kiln_rng_seed(&r, 37);
+    for (int it = 0; it < 72; it++) {
+        const int64_t *sh = shapes[it % 6];
+        int t = it / 6 % 4, blocks = 1 + it / 24;
+        prod p = prod_new(&r, t % 2, t / 2, sh[0], sh[1], sh[2], 0);
+        p.beta = 1;
+        for (int b = blocks - 1; b >= 0; b--) /* in any order */
+            kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                                   p.out, p.m * b / blocks,
+                                   p.m * (b + 1) / blocks);
+        /* empty and out-of-range blocks change nothing */
+        kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                               p.out, 0, 0);
+        kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                               p.out, 0, p.m + 1);
+        prod_check(&p);
+        prod_free(&p);
+    }
+}
+
 /* op(b) packed once for p's product, or NULL without the kernel. */
 static float *pack_once(const prod *p)
 {
@@ -289,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_block_edges),
         cmocka_unit_test(test_cpu_gemm),
+        cmocka_unit_test(test_gemm_acc_rows),
         cmocka_unit_test(test_packed_same),
         cmocka_unit_test(test_cpu_gemm_packed),
     };

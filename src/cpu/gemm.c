@@ -316,17 +316,14 @@ void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
 {
     if (r0 < 0 || r1 > m || r1 <= r0 || n == 0 || k == 0)
         return;
-    if (!ta) { /* rows r0..r1 of a: a smaller product of its own */
-        gemm(0, tb, r1 - r0, n, k, alpha, a + r0 * k, b, NULL, 1.0f,
-             out + r0 * n);
-        return;
-    }
 #ifdef KILN_HAVE_BLAS
     pthread_once(&blas_once, blas_one_thread);
 #endif
-    /* columns r0..r1 of a (op(a) = a^T): a's leading dimension stays m */
-    gemm_one(1, tb, r1 - r0, n, k, alpha, a + r0, m, b, tb ? k : n,
-             (packed_cols){NULL, 0}, 1.0f, out + r0 * n, n);
+    /* rows r0..r1 of op(a): rows of a, or columns of a (op(a) = a^T, its
+       leading dimension staying m); on the calling thread, which runs
+       outside any kernel's share of the pool */
+    gemm_one(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * k, ta ? m : k,
+             b, tb ? k : n, (packed_cols){NULL, 0}, 1.0f, out + r0 * n, n);
 }
 
 int64_t kiln_cpu_gemm_packed_floats(int64_t m, int64_t n, int64_t k)
