@@ -42,6 +42,23 @@ void dist_orphan(void *p)
 /* The timeout of the last collective that timed out, for its message. */
 static double timed_out_after;
 
+int dist_room(void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int grown = *cap ? *cap : 8;
+    while (grown <= n && grown < (1 << 29))
+        grown *= 2;
+    if (grown <= n)
+        return -1;
+    void *p = realloc(*items, (size_t)grown * size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = grown;
+    return 0;
+}
+
 int dist_complete(kiln_comm *c, MPI_Request *req)
 {
     if (c->broken)

@@ -135,6 +135,9 @@ struct kiln_comm {
    then broken: its ranks no longer agree on which call comes next, so c
    calls MPI no more); distinct from MPI's error codes. */
 enum { DIST_TIMED_OUT = -7001 };
+/* Room in the array *items (*cap items of size bytes) for item n, grown
+   by doubling; -1 (nothing changed) when out of memory. */
+int dist_room(void **items, int *cap, int n, size_t size);
 /* Completes *req within c's timeout (for ever when 0): MPI's status or
    DIST_TIMED_OUT. */
 int dist_complete(kiln_comm *c, MPI_Request *req);

@@ -41,25 +41,6 @@
 #include "base/big_alloc.h"
 #include "dist/dist.h"
 
-/* Room in *items (of *cap items of size bytes) for n + 1; -1 when out of
-   memory. */
-static int grow(void **items, int *cap, int n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    int grown = *cap ? *cap : 8;
-    while (grown <= n && grown < (1 << 29))
-        grown *= 2;
-    if (grown <= n)
-        return -1;
-    void *p = realloc(*items, (size_t)grown * size);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = grown;
-    return 0;
-}
-
 static void free_set(dist_share_set *st)
 {
     for (int i = 0; i < st->n; i++)
@@ -78,7 +59,8 @@ int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
     for (int i = 0; i < n; i++)
         if (grads[i]->dtype != KILN_F32 || vars[i]->dtype != KILN_F32)
             return 0;
-    if (grow((void **)&c->sets, &c->cap_sets, c->n_sets, sizeof *c->sets) ||
+    if (dist_room((void **)&c->sets, &c->cap_sets, c->n_sets,
+                  sizeof *c->sets) ||
         dist_reserve_refs(c, 1) != 0) {
         kiln_graph_fail(g, KILN_ERR_MEMORY,
                         "kiln_optimizer_build_step: out of memory");
@@ -226,8 +208,8 @@ static void share(kiln_comm *c, dist_share_set *st)
     size_t total = 0;
     int ok = vs && collect(c, st, vs, &total) == 0 &&
              total <= (size_t)1 << 46 &&
-             grow((void **)&c->shared, &c->cap_shared, c->n_shared + st->n - 1,
-                  sizeof *c->shared) == 0;
+             dist_room((void **)&c->shared, &c->cap_shared,
+                       c->n_shared + st->n - 1, sizeof *c->shared) == 0;
     int fd = -1;
     snprintf(name, sizeof name, "/kiln-%ld-%d-%d", (long)getpid(),
              c->key_base / DIST_KEYS, c->cur_set);

@@ -123,6 +123,22 @@ static void build(void *ctx, kiln_graph *g, kiln_node *const *vars,
     free(order);
 }
 
+/* Makes the shared variables private again before an update that
+   writes every rank's copy (each rank's would otherwise reach every
+   rank); KILN_ERR_MEMORY, the session's error naming fn, when one stays
+   shared. */
+static kiln_status make_private(kiln_comm *c, const char *fn)
+{
+    if (c->n_shared)
+        dist_unshare_all(c);
+    if (c->n_shared)
+        return kiln_session_fail(c->s, KILN_ERR_MEMORY,
+                                 "%s: out of memory making the shared "
+                                 "variables private again",
+                                 fn);
+    return KILN_OK;
+}
+
 static kiln_status computed(void *ctx, int hook, void *data)
 {
     kiln_comm *c = ctx;
@@ -135,12 +151,8 @@ static kiln_status computed(void *ctx, int hook, void *data)
     }
     /* a step that all-reduces gradients updates every copy itself */
     c->cur_set = -1;
-    if (c->n_shared)
-        dist_unshare_all(c);
-    if (c->n_shared)
-        return kiln_session_fail(c->s, KILN_ERR_MEMORY,
-                                 "kiln_run: out of memory making the shared "
-                                 "variables private again");
+    if (make_private(c, "kiln_run") != KILN_OK)
+        return KILN_ERR_MEMORY;
     if (r->plan < 0)
         return dist_gather(c, c->gathers[r->slot], data);
     return dist_pack(c, c->plans[r->plan], r->slot, data);
@@ -251,12 +263,8 @@ static kiln_status before_update(void *ctx, kiln_node *const *grads,
                                  void *const *values, int n)
 {
     kiln_comm *c = ctx;
-    if (c->n_shared)
-        dist_unshare_all(c);
-    if (c->n_shared) /* each rank's update would reach every rank */
-        return kiln_session_fail(c->s, KILN_ERR_MEMORY,
-                                 "kiln_optimizer_update: out of memory making "
-                                 "the shared variables private again");
+    if (make_private(c, "kiln_optimizer_update") != KILN_OK)
+        return KILN_ERR_MEMORY;
     dist_plan *p = dyn_plan(c, grads, n);
     if (!p)
         return kiln_session_fail(c->s, KILN_ERR_MEMORY,

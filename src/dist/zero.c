@@ -50,21 +50,6 @@ int dist_shard(void *ctx, kiln_graph *g, kiln_node *const *vars, int n,
     return 1;
 }
 
-/* Grows the array *items (of *cap items of size bytes, n used) to hold
-   one more; -1 when out of memory. */
-static int room_for_one(void **items, int *cap, int n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    int grown = *cap ? 2 * *cap : 8;
-    void *p = realloc(*items, (size_t)grown * size);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = grown;
-    return 0;
-}
-
 const dist_state *dist_find_state(const kiln_comm *c, const char *name)
 {
     for (int i = 0; i < c->n_states; i++)
@@ -82,8 +67,8 @@ void dist_shard_state(void *ctx, const char *name, const kiln_node *var,
     kiln_comm *c = ctx;
     dist_state *s = (dist_state *)dist_find_state(c, name);
     if (!s) {
-        if (room_for_one((void **)&c->states, &c->cap_states, c->n_states,
-                         sizeof *c->states) != 0)
+        if (dist_room((void **)&c->states, &c->cap_states, c->n_states,
+                      sizeof *c->states) != 0)
             return;
         char *copy = malloc(strlen(name) + 1);
         if (!copy)
@@ -102,8 +87,8 @@ static int gather_key(kiln_comm *c, int64_t total)
     for (int k = 0; k < c->n_refs; k++)
         if (c->refs[k].plan == -1 && c->gathers[c->refs[k].slot] == total)
             return c->key_base + k + 1;
-    if (room_for_one((void **)&c->gathers, &c->cap_gathers, c->n_gathers,
-                     sizeof *c->gathers) != 0 ||
+    if (dist_room((void **)&c->gathers, &c->cap_gathers, c->n_gathers,
+                  sizeof *c->gathers) != 0 ||
         dist_reserve_refs(c, 1) != 0)
         return 0;
     c->gathers[c->n_gathers] = total;
