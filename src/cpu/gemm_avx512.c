@@ -88,14 +88,24 @@ AVX512 static void pack_rows(const float *src, int64_t ld, int64_t rows,
 AVX512 static void pack_b(int tb, const float *b, int64_t ldb, int64_t p0,
                           int64_t j0, int64_t kc, int64_t nc, float *bp)
 {
+    if (!tb) {
+        /* along each row of b: its 4 KiB pages stream in order (a walk
+           down a panel's 32 columns touches a new page every row, which
+           the hardware prefetcher does not follow) */
+        const float *src = b + p0 * ldb + j0;
+        for (int64_t p = 0; p < kc; p++, src += ldb)
+            for (int64_t j = 0; j < nc; j += NR) {
+                float *dst = bp + j * kc + p * NR;
+                int64_t w = nc - j;
+                _mm512_store_ps(dst, _mm512_maskz_loadu_ps(lanes(w), src + j));
+                _mm512_store_ps(dst + VEC, _mm512_maskz_loadu_ps(
+                                               lanes(w - VEC), src + j + VEC));
+            }
+        return;
+    }
     for (int64_t j = 0; j < nc; j += NR, bp += kc * NR)
         for (int64_t h = 0; h < NR; h += VEC) {
             int64_t w = nc - j - h < VEC ? nc - j - h : VEC;
-            if (!tb) {
-                pack_rows(b + p0 * ldb + j0 + j + h, ldb, kc, w, bp + h, NR,
-                          0xffff);
-                continue;
-            }
             /* b is [n,k]: 16 columns of op(b) are 16 rows of b */
             for (int64_t p = 0; p < kc; p += VEC)
                 pack_transposed(b + (j0 + j + h) * ldb + p0 + p, ldb, w,
