@@ -21,6 +21,7 @@ typedef struct prod {
     int64_t m, n, k, lda, ldb, ldo;
     float alpha, beta;
     float *a, *b, *out, *was;
+    const float *add; /* a third term (kiln_cpu_gemm_rows_into), or NULL */
 } prod;
 
 static int64_t pick(kiln_rng *r, const int64_t *from, int count)
@@ -78,9 +79,12 @@ static void prod_check(const prod *p)
                 sum += x * y;
                 mag += fabs(x * y);
             }
-            double want = p->alpha * sum + p->beta * p->was[at];
-            double tol = (double)(p->k + 4) * u *
-                         (fabs(p->alpha) * mag + fabs(p->beta * p->was[at]));
+            double add = p->add ? p->add[at] : 0,
+                   was = p->beta != 0 ? p->was[at] : 0;
+            double want = p->alpha * sum + add + p->beta * was;
+            double tol =
+                (double)(p->k + 4) * u *
+                (fabs(p->alpha) * mag + fabs(add) + fabs(p->beta * was));
             if (fabs(p->out[at] - want) > tol)
                 fail_msg("ta %d tb %d %lldx%lldx%lld: out[%lld][%lld] %.9g, "
                          "want %.9g (tol %.3g)",
@@ -215,6 +219,51 @@ static void test_gemm_acc_rows(void **state)
     }
 }
 
+/* kiln_cpu_gemm_rows_into, the three writes of a shared update's phases
+   (src/dist/share.c) cut into 1 to 3 blocks of rows in any order: beta 0
+   (out is not read: NaN before), beta 1, and beta 1 with a third term
+   added, whose rows the call may use as its scratch. */
+static void test_gemm_rows_into(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {
+        {1024, 1024, 128}, {784, 1024, 300}, {1024, 10, 128},
+        {5, 300, 7},       {1, 64, 33},      {300, 1, 20},
+    };
+    kiln_rng r;
+    kiln_rng_seed(&r, 41);
+    for (int it = 0; it < 72 * 3; it++) {
+        const int64_t *sh = shapes[it % 6];
+        int t = it / 6 % 4, blocks = 1 + it / 24 % 3, mode = it / 72;
+        prod p = prod_new(&r, t % 2, t / 2, sh[0], sh[1], sh[2], 0);
+        float *add = NULL, *scratch = NULL;
+        p.beta = mode == 0 ? 0.0f : 1.0f;
+        if (mode == 0)
+            for (int64_t i = 0; i < p.m * p.n; i++)
+                p.out[i] = p.was[i] = NAN;
+        if (mode == 2) {
+            add = rand_floats(&r, p.m * p.n);
+            scratch = malloc((size_t)(p.m * p.n) * sizeof(float));
+            assert_non_null(scratch);
+            memcpy(scratch, add, (size_t)(p.m * p.n) * sizeof(float));
+            p.add = add;
+        }
+        for (int b = blocks - 1; b >= 0; b--)
+            kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a,
+                                    p.b, p.beta, scratch, p.out,
+                                    p.m * b / blocks, p.m * (b + 1) / blocks);
+        /* empty and out-of-range blocks change nothing */
+        kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                                p.beta, scratch, p.out, 2, 1);
+        kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                                p.beta, scratch, p.out, -1, p.m);
+        prod_check(&p);
+        free(add);
+        free(scratch);
+        prod_free(&p);
+    }
+}
+
 /* op(b) packed once for p's product, or NULL without the kernel. */
 static float *pack_once(const prod *p)
 {
@@ -321,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_block_edges),
         cmocka_unit_test(test_cpu_gemm),
         cmocka_unit_test(test_gemm_acc_rows),
+        cmocka_unit_test(test_gemm_rows_into),
         cmocka_unit_test(test_packed_same),
         cmocka_unit_test(test_cpu_gemm_packed),
     };

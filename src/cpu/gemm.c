@@ -314,16 +314,45 @@ void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, const float *b,
                             float *out, int64_t r0, int64_t r1)
 {
-    if (r0 < 0 || r1 > m || r1 <= r0 || n == 0 || k == 0)
+    kiln_cpu_gemm_rows_into(ta, tb, m, n, k, alpha, a, b, 1.0f, NULL, out, r0,
+                            r1);
+}
+
+void kiln_cpu_gemm_rows_into(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                             float alpha, const float *a, const float *b,
+                             float beta, float *add, float *out, int64_t r0,
+                             int64_t r1)
+{
+    if (r0 < 0 || r1 > m || r1 <= r0 || n == 0)
         return;
+    int64_t rows = r1 - r0;
+    float *o = out + r0 * n, *ad = add ? add + r0 * n : NULL;
+    if (k == 0) { /* no product: (0 + add) + beta out */
+        for (int64_t i = 0; i < rows * n; i++)
+            o[i] = (ad ? ad[i] : 0.0f) + (beta == 0.0f ? 0.0f : beta * o[i]);
+        return;
+    }
 #ifdef KILN_HAVE_BLAS
     pthread_once(&blas_once, blas_one_thread);
 #endif
     /* rows r0..r1 of op(a): rows of a, or columns of a (op(a) = a^T, its
        leading dimension staying m); on the calling thread, which runs
        outside any kernel's share of the pool */
-    gemm_one(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * k, ta ? m : k,
-             b, tb ? k : n, (packed_cols){NULL, 0}, 1.0f, out + r0 * n, n);
+    const float *ar = ta ? a + r0 : a + r0 * k;
+    int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    if (ad && n >= AVX512_MIN_COLS && kiln_gemm_avx512_ok() &&
+        kiln_gemm_avx512_add(ta, tb, rows, n, k, alpha, ar, lda, b, ldb, ad,
+                             beta, o, n))
+        return;
+    if (ad) { /* the same sums in two passes, add as the scratch */
+        gemm_one(ta, tb, rows, n, k, alpha, ar, lda, b, ldb,
+                 (packed_cols){NULL, 0}, 1.0f, ad, n);
+        for (int64_t i = 0; i < rows * n; i++)
+            o[i] = ad[i] + (beta == 0.0f ? 0.0f : beta * o[i]);
+        return;
+    }
+    gemm_one(ta, tb, rows, n, k, alpha, ar, lda, b, ldb, (packed_cols){NULL, 0},
+             beta, o, n);
 }
 
 int64_t kiln_cpu_gemm_packed_floats(int64_t m, int64_t n, int64_t k)

@@ -28,6 +28,16 @@ void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, const float *b,
                             float *out, int64_t r0, int64_t r1);
 
+/* Rows r0..r1 of out = (alpha op(a) op(b) + add) + beta out (out and add
+   m x n; add NULL for none; beta 0: out is not read), the other rows
+   untouched, on the calling thread.  Rows of add may be overwritten (a
+   scratch: where the AVX-512 kernel cannot add it in its last step, the
+   product is summed into it first). */
+void kiln_cpu_gemm_rows_into(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                             float alpha, const float *a, const float *b,
+                             float beta, float *add, float *out, int64_t r0,
+                             int64_t r1);
+
 /* A constant op(b) [k,n] (a weight) packed once into the AVX-512 kernel's
    panels, read by every later product instead of packing it per call:
    the floats it takes for products of m rows, 0 when they would not read

@@ -133,9 +133,11 @@ AVX512 static void pack_a(int ta, const float *a, int64_t lda, int64_t i0,
 }
 
 /* What a kernel call writes: rows x up to NR columns of out at c (the
-   columns of m0 and m1), out = alpha sum + beta out. */
+   columns of m0 and m1), out = (alpha sum + add) + beta out, add (at the
+   same offsets as c, leading dimension ldc) NULL for none. */
 typedef struct tile_out {
     float *c;
+    const float *add;
     int64_t ldc;
     __mmask16 m0, m1;
     float alpha, beta;
@@ -174,6 +176,7 @@ tile(int rows, int nv, int64_t kc, const float *ap, const float *bp,
     }
     /* locals: stores through c could alias *o as far as GCC knows */
     float *c = o->c;
+    const float *add = o->add;
     int64_t ldc = o->ldc;
     __mmask16 m[2] = {o->m0, o->m1};
     int scale = o->beta != 0.0f;
@@ -183,6 +186,9 @@ tile(int rows, int nv, int64_t kc, const float *ap, const float *bp,
 #pragma GCC unroll 2
         for (int v = 0; v < nv; v++) {
             __m512 x = _mm512_mul_ps(alpha, acc[r][v]);
+            if (add)
+                x = _mm512_add_ps(
+                    x, _mm512_maskz_loadu_ps(m[v], add + r * ldc + v * VEC));
             if (scale)
                 x = _mm512_fmadd_ps(
                     beta, _mm512_maskz_loadu_ps(m[v], c + v * VEC), x);
@@ -233,16 +239,18 @@ typedef struct gemm_args {
     int64_t m, n, k;
     float alpha, beta;
     float *out, *ap, *buf;
-    const float *bp, *pre;
+    const float *bp, *pre, *add;
     int64_t ldo, bstride;
 } gemm_args;
 
 /* All tiles of one packed A block (mc rows from i0) times one packed B
    block (nc columns from j0), beta the block's (the caller's for the
-   first block of k, 1 after). */
+   first block of k, 1 after), g's add with the first block only. */
 AVX512 static void macro(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0,
-                         int64_t nc, int64_t kc, float beta)
+                         int64_t nc, int64_t kc, int first)
 {
+    float beta = first ? g->beta : 1.0f;
+    const float *add = first ? g->add : NULL;
     tile_out o = {.ldc = g->ldo, .alpha = g->alpha, .beta = beta};
     for (int64_t j = 0; j < nc; j += NR) {
         o.m0 = lanes(nc - j);
@@ -252,6 +260,7 @@ AVX512 static void macro(const gemm_args *g, int64_t i0, int64_t mc, int64_t j0,
         for (int64_t i = 0; i < mc; i += MR) {
             int64_t rows = mc - i < MR ? mc - i : MR;
             o.c = g->out + (i0 + i) * g->ldo + j0 + j;
+            o.add = add ? add + (i0 + i) * g->ldo + j0 + j : NULL;
             by_rows[rows - 1](kc, g->ap + i * kc, bp, &o);
         }
     }
@@ -284,7 +293,7 @@ AVX512 static void blocked(int ta, int tb, const float *a, int64_t lda,
             for (int64_t i0 = 0; i0 < g->m; i0 += mcb) {
                 int64_t mc = g->m - i0 < mcb ? g->m - i0 : mcb;
                 pack_a(ta, a, lda, i0, p0, mc, kc, g->ap);
-                macro(g, i0, mc, j0, nc, kc, p0 == 0 ? g->beta : 1.0f);
+                macro(g, i0, mc, j0, nc, kc, p0 == 0);
             }
         }
     }
@@ -324,7 +333,8 @@ static float *thread_buffer(void)
    k either way, so the same sums. */
 static int product(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *a, int64_t lda, const float *b, int64_t ldb,
-                   const float *pre, float beta, float *out, int64_t ldo)
+                   const float *pre, const float *add, float beta, float *out,
+                   int64_t ldo)
 {
     float *buf = thread_buffer();
     if (buf == NULL)
@@ -341,6 +351,7 @@ static int product(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
                    .ap = buf + KC * NC,
                    .buf = buf,
                    .pre = pre,
+                   .add = add,
                    .ldo = ldo,
                    .bstride = k * NR};
     blocked(ta, tb, a, lda, b, ldb, &g, kcb, mcb, ncb);
@@ -351,7 +362,16 @@ int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *out, int64_t ldo)
 {
-    return product(ta, tb, m, n, k, alpha, a, lda, b, ldb, NULL, beta, out,
+    return product(ta, tb, m, n, k, alpha, a, lda, b, ldb, NULL, NULL, beta,
+                   out, ldo);
+}
+
+int kiln_gemm_avx512_add(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, const float *add,
+                         float beta, float *out, int64_t ldo)
+{
+    return product(ta, tb, m, n, k, alpha, a, lda, b, ldb, NULL, add, beta, out,
                    ldo);
 }
 
@@ -376,7 +396,7 @@ int kiln_gemm_avx512_packed(int ta, int64_t m, int64_t n, int64_t k,
     if (j0 % NR != 0)
         return 0;
     return product(ta, 0, m, n, k, alpha, a, lda, NULL, 0,
-                   packed + j0 / NR * (k * NR), beta, out, ldo);
+                   packed + j0 / NR * (k * NR), NULL, beta, out, ldo);
 }
 
 int kiln_gemm_avx512_ok(void)
@@ -397,6 +417,16 @@ int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
 {
     (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a;
     (void)lda, (void)b, (void)ldb, (void)beta, (void)out, (void)ldo;
+    return 0;
+}
+
+int kiln_gemm_avx512_add(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, const float *add,
+                         float beta, float *out, int64_t ldo)
+{
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a;
+    (void)lda, (void)b, (void)ldb, (void)add, (void)beta, (void)out, (void)ldo;
     return 0;
 }
 

@@ -21,6 +21,14 @@ int kiln_gemm_avx512(int ta, int tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *out, int64_t ldo);
 
+/* kiln_gemm_avx512 with a third term: out = (alpha op(a) op(b) + add) +
+   beta out, add [m,n] with out's leading dimension, added once (with the
+   first block of k). */
+int kiln_gemm_avx512_add(int ta, int tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, const float *add,
+                         float beta, float *out, int64_t ldo);
+
 /* op(b) [k,n] packed once for kiln_gemm_avx512_packed (a constant weight
    reused by every product): the floats it takes, 0 without the kernel. */
 int64_t kiln_gemm_avx512_packed_floats(int64_t n, int64_t k);

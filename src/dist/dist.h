@@ -88,7 +88,8 @@ typedef struct dist_share_set {
 /* A variable whose pages are shared, to make private again. */
 typedef struct dist_shared_var {
     void *data;
-    size_t pages; /* bytes, whole pages */
+    size_t pages;  /* bytes, whole pages */
+    void *scratch; /* as many shared bytes: its update's changes summed */
 } dist_shared_var;
 
 struct kiln_comm {
@@ -127,6 +128,7 @@ struct kiln_comm {
     int phases_open;     /* a shared write's last phase not closed */
     int write_private;   /* the write going on is to a private copy */
     float *saved;        /* a write's variable before it (state 2) */
+    int write_delta;     /* ... or its change, to add once summed */
     size_t saved_bytes;
 };
 
@@ -214,6 +216,7 @@ int dist_build_local(void *ctx, kiln_graph *g, kiln_node *const *vars,
                      kiln_node **grads, int n);
 int dist_phases(void *ctx, kiln_var *var);
 int dist_phase(void *ctx, int p);
+int dist_sum_into(void *ctx, kiln_var *var, int p, int can, float **acc);
 kiln_status dist_phase_end(void *ctx, kiln_var *var);
 void dist_share_mark(kiln_comm *c, int set, float *data);
 void dist_unshare_all(kiln_comm *c);

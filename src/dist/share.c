@@ -14,8 +14,14 @@
    reads of the variable for this step (its update is planned after them,
    in place), and the barrier after the last phase that every rank's share
    is in before anything reads it again.  The sum is the same as the one
-   process's up to rounding (each block adds the ranks' shares in a
-   rotated order).
+   process's up to rounding: where an update adds a change that does not
+   read the variable (the gemm_acc product of a weight, var - lr g of a
+   bias), the changes are summed apart, in a shared scratch as big as
+   the variable (the first phase writes it, the middle ones add to it),
+   and the last phase adds (scratch + its change) to the variable, so
+   that the variable is rounded once per step as in one process (adding
+   each rank's share to it in turn drifted from one process 1000 times
+   more on the CNN); other updates add each share in turn.
 
    The pages: a variable's storage is pages of its own
    (kiln_big_alloc_pages); the first phased write of a step copies rank
@@ -23,8 +29,9 @@
    over its variables' addresses (mremap), so that every pointer to them
    (compiled plans included) stays valid.  Where that fails on any rank,
    the variables stay private and each write is followed by an all-reduce
-   of the change it made (state 2): slower, the same values (what
-   KILN_DIST_SHARED_WEIGHTS=private asks for, to compare).  Anything
+   of the change it made (state 2: the change itself, computed apart,
+   where the update adds one as above; else new - old values): slower, the same
+   values (what KILN_DIST_SHARED_WEIGHTS=private asks for, to compare). Anything
    that would update the variables otherwise (a step that all-reduces
    gradients, kiln_backward's run-time form, detaching the communicator)
    first makes them private again, values kept. */
@@ -144,7 +151,8 @@ static int map_over(void *data, size_t pages, int fd, off_t off)
     return 0;
 }
 
-/* Makes a shared variable's pages private again, values kept. */
+/* Makes a shared variable's pages private again, values kept, and
+   unmaps its scratch. */
 static int unshare(const dist_shared_var *sv)
 {
     void *q = mmap(NULL, sv->pages, PROT_READ | PROT_WRITE,
@@ -157,6 +165,8 @@ static int unshare(const dist_shared_var *sv)
         munmap(q, sv->pages);
         return -1;
     }
+    if (sv->scratch)
+        munmap(sv->scratch, sv->pages);
     return 0;
 }
 
@@ -189,7 +199,7 @@ static int collect(kiln_comm *c, dist_share_set *st, dist_shared_var *out,
         st->shared[i] = v->own_pages && pages && ps > 0 &&
                         (uintptr_t)v->data % (uintptr_t)ps == 0 &&
                         *total <= SIZE_MAX - pages;
-        out[i] = (dist_shared_var){v->data, st->shared[i] ? pages : 0};
+        out[i] = (dist_shared_var){v->data, st->shared[i] ? pages : 0, NULL};
         *total += out[i].pages;
     }
     return 0;
@@ -214,14 +224,16 @@ static void share(kiln_comm *c, dist_share_set *st)
     snprintf(name, sizeof name, "/kiln-%ld-%d-%d", (long)getpid(),
              c->key_base / DIST_KEYS, c->cur_set);
     if (ok && c->rank == 0) {
+        /* the variables, then their scratches (any values) */
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        ok = fd >= 0 && ftruncate(fd, (off_t)total) == 0;
+        ok = fd >= 0 && ftruncate(fd, (off_t)(2 * total)) == 0;
         size_t off = 0;
         /* every page written now: a full /dev/shm fails here, not with a
            SIGBUS at a later store */
-        for (int i = 0; ok && i < st->n; i++) {
-            ok = write_all(fd, vs[i].data, vs[i].pages, (off_t)off) == 0;
-            off += vs[i].pages;
+        for (int i = 0; ok && i < 2 * st->n; i++) {
+            const dist_shared_var *v = &vs[i % st->n];
+            ok = write_all(fd, v->data, v->pages, (off_t)off) == 0;
+            off += v->pages;
         }
         ok = ok && total > 0;
     }
@@ -239,10 +251,18 @@ static void share(kiln_comm *c, dist_share_set *st)
         ok = fd >= 0;
         size_t off = 0;
         while (ok && mapped < st->n) {
-            ok = !vs[mapped].pages ||
-                 map_over(vs[mapped].data, vs[mapped].pages, fd, (off_t)off) ==
-                     0;
-            off += vs[mapped].pages;
+            dist_shared_var *v = &vs[mapped];
+            if (v->pages) {
+                void *q = mmap(NULL, v->pages, PROT_READ | PROT_WRITE,
+                               MAP_SHARED, fd, (off_t)(total + off));
+                ok = q != MAP_FAILED;
+                if (ok && map_over(v->data, v->pages, fd, (off_t)off) != 0) {
+                    munmap(q, v->pages);
+                    ok = 0;
+                }
+                v->scratch = ok ? q : NULL;
+            }
+            off += v->pages;
             mapped += ok;
         }
         low = dist_agree(c, ok, msg, (int)sizeof msg);
@@ -283,9 +303,10 @@ int dist_phases(void *ctx, kiln_var *var)
         return -1;
     }
     c->write_private = !(st->state == 1 && st->shared[at]);
+    c->write_delta = 0;
     if (!c->write_private)
         return c->size;
-    /* private: the write's change is all-reduced after it */
+    /* private: the write's change is all-reduced after it (sum_into) */
     size_t bytes = (size_t)kiln_shape_numel(var->shape) * sizeof(float);
     if (bytes > c->saved_bytes) {
         float *p = realloc(c->saved, bytes);
@@ -296,8 +317,27 @@ int dist_phases(void *ctx, kiln_var *var)
         c->saved = p;
         c->saved_bytes = bytes;
     }
-    memcpy(c->saved, var->data, bytes);
     return 1;
+}
+
+int dist_sum_into(void *ctx, kiln_var *var, int p, int can, float **acc)
+{
+    kiln_comm *c = ctx;
+    if (c->write_private) {
+        /* the change computed apart, or the values before the write */
+        size_t bytes = (size_t)kiln_shape_numel(var->shape) * sizeof(float);
+        if (!can)
+            memcpy(c->saved, var->data, bytes);
+        c->write_delta = can;
+        *acc = c->saved;
+        return can;
+    }
+    for (int i = 0; can && i < c->n_shared; i++)
+        if (c->shared[i].data == var->data && c->shared[i].scratch) {
+            *acc = c->shared[i].scratch;
+            return p == 0 ? 1 : p == c->size - 1 ? 3 : 2;
+        }
+    return 0;
 }
 
 static int failed(kiln_comm *c, int rc, const char *what)
@@ -356,17 +396,28 @@ kiln_status dist_phase_end(void *ctx, kiln_var *var)
                                  "values",
                                  var->name);
     float *d = var->data;
-    const float *old = c->saved;
-    for (int64_t i = 0; i < n; i++)
-        d[i] -= old[i]; /* this rank's change, summed in place */
-    int rc = dist_allreduce(c, MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM);
-    if (rc != MPI_SUCCESS) {
-        memcpy(d, old, (size_t)n * sizeof(float)); /* as before the write */
-        failed(c, rc, "all-reduce of the changes");
-        return KILN_ERR_IO;
+    if (c->write_delta) { /* the change is in saved, var untouched */
+        int rc = dist_allreduce(c, MPI_IN_PLACE, c->saved, (int)n, MPI_FLOAT,
+                                MPI_SUM);
+        if (rc != MPI_SUCCESS) {
+            failed(c, rc, "all-reduce of the changes");
+            return KILN_ERR_IO;
+        }
+        for (int64_t i = 0; i < n; i++)
+            d[i] += c->saved[i];
+    } else {
+        const float *old = c->saved;
+        for (int64_t i = 0; i < n; i++)
+            d[i] -= old[i]; /* this rank's change, summed in place */
+        int rc = dist_allreduce(c, MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM);
+        if (rc != MPI_SUCCESS) {
+            memcpy(d, old, (size_t)n * sizeof(float)); /* as before */
+            failed(c, rc, "all-reduce of the changes");
+            return KILN_ERR_IO;
+        }
+        for (int64_t i = 0; i < n; i++)
+            d[i] += old[i];
     }
-    for (int64_t i = 0; i < n; i++)
-        d[i] += old[i];
     c->stats.allreduces++;
     c->stats.bytes += n * (int64_t)sizeof(float);
     return KILN_OK;

@@ -299,5 +299,6 @@ void dist_sync_init(kiln_comm *c)
                                dist_build_local,
                                dist_phases,
                                dist_phase,
+                               dist_sum_into,
                                dist_phase_end};
 }

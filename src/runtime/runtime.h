@@ -78,6 +78,12 @@ typedef struct kiln_session_holder {
      phase           the block (of as many as phases) this process
                      writes in phase p, after waiting for every process
                      to reach it; -1 with the session's error
+     sum_into        the write of var in phase p (can: its kernel adds a
+                     change d to var, d not reading var, as var - lr g
+                     does): where d goes (0: into var, in place, as
+                     always when !can; 1: into *acc, var's shape,
+                     replacing it; 2: added to *acc; 3: var += (*acc +
+                     d)); -1 with the session's error
      phase_end       the write of var is over here; with var NULL (at
                      the end of every run), returns once every
                      process's writes are over */
@@ -103,6 +109,7 @@ typedef struct kiln_grad_sync {
                        kiln_node **grads, int n);
     int (*phases)(void *ctx, kiln_var *var);
     int (*phase)(void *ctx, int p);
+    int (*sum_into)(void *ctx, kiln_var *var, int p, int can, float **acc);
     kiln_status (*phase_end)(void *ctx, kiln_var *var);
 } kiln_grad_sync;
 

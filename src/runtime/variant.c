@@ -7,7 +7,6 @@
 #include "cpu/check.h"
 #include "cpu/dispatch.h"
 #include "cpu/fpu.h"
-#include "cpu/gemm.h"
 #include "runtime/variant.h"
 
 static size_t node_bytes(const kiln_node *n)
@@ -236,111 +235,6 @@ static kiln_status sync_step(const kiln_grad_sync *sync, const kiln_variant *v,
     return rc;
 }
 
-/* Block blk of nb of step st, an update written in place over a shared
-   variable: rows of an accumulating product, else the whole kernel by
-   the process whose block is 0 (one after the other). */
-static int run_block(kiln_session *s, const kiln_step *st, int blk, int nb,
-                     char *msg, size_t size)
-{
-    const kiln_node *n = st->n;
-    if (nb > 1 && n->op == KILN_OP_MATMUL_ACC && st->out == st->in[0]) {
-        kiln_shape sa = n->in[1]->shape;
-        int ta = n->at.trans_a, tb = n->at.trans_b;
-        int64_t m = n->shape.d[0], nn = n->shape.d[1], k = sa.d[ta ? 0 : 1];
-        kiln_cpu_gemm_acc_rows(ta, tb, m, nn, k, *(const float *)st->in[3],
-                               st->in[1], st->in[2], st->out, m * blk / nb,
-                               m * (blk + 1) / nb);
-        return KILN_OK;
-    }
-    if (blk != 0)
-        return KILN_OK;
-    return kiln_cpu_run_prepared(&s->exec, n, st->out, st->in, st->scratch,
-                                 st->prep, msg, size);
-}
-
-/* The variable step st writes in place when it is shared by processes
-   (the sync's phases), else NULL. */
-static kiln_var *shared_target(kiln_session *s, const kiln_grad_sync *sync,
-                               const kiln_variant *v, const kiln_step *st,
-                               int *nb)
-{
-    *nb = 0;
-    int id = v->storage[st->n->id];
-    if (!sync || !sync->phases || id < 0)
-        return NULL;
-    kiln_var *var = kiln_session_find(s, v->u.g->nodes[id]->name);
-    if (var && var->data == v->buf[id])
-        *nb = sync->phases(sync->ctx, var);
-    return var;
-}
-
-/* The most consecutive writes over shared variables run together. */
-enum { PHASED_GROUP = 32 };
-
-/* Runs steps[0..n), consecutive writes over the shared variables vars[],
-   together in nb phases: one wait before each phase for all of them. */
-static kiln_status run_phased(kiln_session *s, const kiln_grad_sync *sync,
-                              kiln_variant *v, kiln_step **steps,
-                              kiln_var **vars, int n, int nb)
-{
-    char msg[KILN_ERRMSG_MAX - 16];
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < steps[i]->n->n_in; k++)
-            steps[i]->in[k] = v->buf[steps[i]->n->in[k]->id];
-    for (int p = 0; p < nb; p++) {
-        int blk = sync->phase(sync->ctx, p);
-        if (blk < 0)
-            return KILN_ERR_IO;
-        for (int i = 0; i < n; i++)
-            if (run_block(s, steps[i], blk, nb, msg, sizeof msg) != KILN_OK)
-                return kiln_session_fail(s, KILN_ERR_ARG, "kiln_run: %s", msg);
-    }
-    kiln_status rc = KILN_OK;
-    for (int i = 0; i < n && rc == KILN_OK; i++)
-        rc = sync->phase_end(sync->ctx, vars[i]);
-    return rc;
-}
-
-/* 1 when st writes where a step of group does, or reads what one
-   writes: it must then run after the whole group, not phase by phase. */
-static int reads_group(const kiln_variant *v, const kiln_step *st,
-                       kiln_step *const *group, int n)
-{
-    for (int g = 0; g < n; g++) {
-        if (group[g]->out == st->out)
-            return 1;
-        for (int k = 0; k < st->n->n_in; k++)
-            if (v->buf[st->n->in[k]->id] == group[g]->out)
-                return 1;
-    }
-    return 0;
-}
-
-/* The writes over shared variables that follow steps[i] (one, in nb
-   phases) and run with it: into group and vars; their number. */
-static int phased_group(kiln_session *s, const kiln_grad_sync *sync,
-                        kiln_variant *v, int i, int nb, kiln_var *first,
-                        kiln_step **group, kiln_var **vars)
-{
-    int n = 1, asked = 0;
-    group[0] = &v->steps[i];
-    vars[0] = first;
-    while (nb > 1 && n < PHASED_GROUP && i + n < v->n_steps) {
-        asked = 1;
-        int nbj;
-        kiln_step *sj = &v->steps[i + n];
-        kiln_var *vj = shared_target(s, sync, v, sj, &nbj);
-        if (nbj != nb || sj->n->hook || sj->n->debug ||
-            reads_group(v, sj, group, n))
-            break;
-        group[n] = sj;
-        vars[n++] = vj;
-    }
-    if (asked) /* the look ahead may have asked about a private one */
-        shared_target(s, sync, v, group[0], &nb);
-    return n;
-}
-
 /* Runs v's kernels in order. */
 static kiln_status run_steps(kiln_session *s, kiln_variant *v)
 {
@@ -360,20 +254,14 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
         kiln_status rc;
         if (sync && (rc = sync_step(sync, v, st, 0)) != KILN_OK)
             return rc;
-        int nb;
-        kiln_var *shared = shared_target(s, sync, v, st, &nb);
-        if (nb < 0)
-            return KILN_ERR_IO;
-        if (nb > 0) {
-            kiln_step *group[PHASED_GROUP];
-            kiln_var *vars[PHASED_GROUP];
-            int n = phased_group(s, sync, v, i, nb, shared, group, vars);
-            if ((rc = run_phased(s, sync, v, group, vars, n, nb)) != KILN_OK)
-                return rc;
+        int n = sync ? kiln_variant_run_shared(s, sync, v, i, &rc) : 0;
+        if (n < 0)
+            return rc;
+        if (n > 0) {
             for (int k = 1; k < n; k++) /* steps without hook or debug */
-                sync_step(sync, v, group[k], 1);
+                sync_step(sync, v, &v->steps[i + k], 1);
             i += n - 1;
-            st = group[n - 1];
+            st = &v->steps[i];
         } else if (kiln_cpu_run_prepared(&s->exec, st->n, st->out, st->in,
                                          st->scratch, st->prep, msg,
                                          sizeof msg) != KILN_OK)
@@ -386,31 +274,6 @@ static kiln_status run_steps(kiln_session *s, kiln_variant *v)
     /* the shared writes are over on every process */
     if (sync && sync->phase_end)
         return sync->phase_end(sync->ctx, NULL);
-    return KILN_OK;
-}
-
-/* Refuses, before the copies, a run whose update of a shared variable is
-   a copy after it (a write in turns needs the update in place): the other
-   processes' shares would be lost. */
-static kiln_status check_shared_copies(kiln_session *s, kiln_variant *v)
-{
-    const kiln_grad_sync *sync = v->hooked ? s->sync : NULL;
-    for (int i = 0; sync && sync->phases && i < v->n_assigns; i++)
-        for (int k = 0; k < s->n_vars; k++) {
-            kiln_var *var = &s->vars[k];
-            if (var->data != v->assigns[i].dst)
-                continue;
-            int nb = sync->phases(sync->ctx, var);
-            if (nb < 0)
-                return KILN_ERR_IO;
-            if (nb > 0)
-                return kiln_session_fail(
-                    s, KILN_ERR_STATE,
-                    "kiln_run: the update of shared variable '%s' is not "
-                    "planned in place; build the step with "
-                    "kiln_comm_set_shared_weights(c, 0)",
-                    var->name);
-        }
     return KILN_OK;
 }
 
@@ -430,7 +293,7 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
     kiln_hooks_bind(v, s->sync);
     st = run_steps(s, v);
     if (st == KILN_OK)
-        st = check_shared_copies(s, v);
+        st = kiln_variant_check_shared(s, v);
     kiln_fpu_leave(saved);
     for (int i = 0; i < n_out && st == KILN_OK; i++)
         if (out[i] && out[i]->data != v->buf[v->u.outputs[i]->id])

@@ -91,6 +91,19 @@ void kiln_variant_free(kiln_variant *v);
 kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
                              kiln_tensor *const *in, kiln_tensor *const *out,
                              int n_out);
+/* Shared writes (phased.c).  When v's step i writes in place over a
+   variable the sync shares between processes (kiln_grad_sync's phases):
+   runs it and the shared writes right after it in phases, and returns
+   how many steps ran (their inputs bound, their sync after them left to
+   the caller); 0 when step i is no such write (nothing ran); -1 with *rc
+   (and the session's error) on failure. */
+int kiln_variant_run_shared(kiln_session *s, const kiln_grad_sync *sync,
+                            kiln_variant *v, int i, kiln_status *rc);
+/* Refuses a run whose update of a shared variable is a copy after it (a
+   write in turns needs the update in place): KILN_ERR_STATE with the
+   session's error, else KILN_OK. */
+kiln_status kiln_variant_check_shared(kiln_session *s, kiln_variant *v);
+
 /* kiln_function_print's listing of v. */
 void kiln_variant_print(const kiln_variant *v, FILE *out);
 

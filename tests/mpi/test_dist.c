@@ -98,6 +98,7 @@ typedef struct run {
     int dist, zero1, sgd;
     int plain_sgd; /* no momentum */
     int grad_out;  /* the step also outputs W1's gradient */
+    float penalty; /* the loss plus penalty * sum(W1^2) */
     int first, last;
     const char *resume, *save;
 } run;
@@ -198,6 +199,11 @@ static void train_compiled(run *r, int hidden)
     kiln_session *s = r->s = session(dist, r->zero1);
     kiln_graph *g = kiln_graph_new();
     model m = build(g, BATCH, hidden);
+    if (r->penalty != 0)
+        m.loss = kiln_add(
+            g, m.loss,
+            kiln_mul(g, kiln_scalar(g, r->penalty),
+                     kiln_sum(g, kiln_mul(g, m.w1, m.w1), KILN_ALL_AXES, 0)));
     kiln_optimizer *opt = optimizer(r, s);
     kiln_node *outs[3] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss),
                           NULL};
@@ -427,6 +433,94 @@ static void test_shared_weights_private(void **state)
 {
     (void)state;
     check_shared_weights(2, 1024, 0);
+}
+
+/* 1 when Kiln's products run its AVX-512 kernel (cpu/gemm_avx512.c). */
+static int avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
+
+/* Variable name of a and b: the same floats (exact), or within 1e-7 of
+   b's L2 norm. */
+static void assert_same_variable(kiln_session *a, kiln_session *b,
+                                 const char *name, int exact)
+{
+    kiln_param_info ia, ib;
+    int at = kiln_session_find_variable(a, name),
+        bt = kiln_session_find_variable(b, name);
+    assert_true(at >= 0 && bt >= 0);
+    assert_int_equal(kiln_session_variable_info(a, at, &ia), KILN_OK);
+    assert_int_equal(kiln_session_variable_info(b, bt, &ib), KILN_OK);
+    int64_t n = kiln_shape_numel(ia.shape);
+    assert_int_equal(n, kiln_shape_numel(ib.shape));
+    const float *x = ia.data, *y = ib.data;
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; i++) {
+        diff += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        norm += (double)y[i] * y[i];
+    }
+    if (exact ? diff != 0 : sqrt(diff) > 1e-7 * sqrt(norm))
+        fail_msg("%s: shared and private copies %.3g apart (L2, of %.3g)", name,
+                 sqrt(diff), sqrt(norm));
+}
+
+/* The shared step sums the ranks' changes apart and adds them to a
+   variable once (share.c), as private copies do through the all-reduce
+   of the changes: on 2 ranks, where both sums are d0 + d1, a step gives
+   the same floats either way where Kiln's kernels compute it (W0: the
+   AVX-512 product; b0: the fused update), and W1 (4 columns, products by
+   OpenBLAS, whose accumulating call rounds apart from its plain one)
+   within 1e-7.  Adding each rank's share to the variable in turn, as
+   before, rounded at the variable's size and failed this. */
+static void test_shared_weights_sum_once(void **state)
+{
+    (void)state;
+    if (kiln_comm_size(comm) != 2)
+        skip();
+    run sh = plain(1), pv = plain(1);
+    sh.sgd = pv.sgd = sh.plain_sgd = pv.plain_sgd = 1;
+    sh.last = pv.last = 1;
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    kiln_comm_reset_stats(comm);
+    train_compiled(&sh, 1024);
+    kiln_comm_stats st;
+    assert_int_equal(kiln_comm_get_stats(comm, &st), KILN_OK);
+    assert_int_equal(st.allreduces, 1); /* b1 alone: shared for real */
+    /* detached: a private copy, values kept (a communicator serves one
+       session at a time) */
+    assert_int_equal(kiln_session_set_comm(sh.s, NULL), KILN_OK);
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 2), KILN_OK);
+    train_compiled(&pv, 1024);
+    assert_same_variable(sh.s, pv.s, "W0", avx512());
+    assert_same_variable(sh.s, pv.s, "b0", 1);
+    assert_same_variable(sh.s, pv.s, "W1", 0);
+    assert_same_variable(sh.s, pv.s, "b1", 1);
+    kiln_session_free(sh.s);
+    kiln_session_free(pv.s);
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+}
+
+/* A penalty on the weights in the loss: the update of W1 reads W1 again
+   (W1 - lr (g + 2 c W1)), so it cannot be summed apart; each rank adds
+   its share in turn, and the run still follows one process. */
+static void test_shared_weights_penalty(void **state)
+{
+    (void)state;
+    run d = plain(1), one = plain(0);
+    d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
+    d.penalty = one.penalty = 0.05f;
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    train_compiled(&d, 1024);
+    train_compiled(&one, 1024);
+    assert_close_losses(&d, &one, 0, 1e-5);
+    assert_close_variables(d.s, one.s, 1e-5);
+    kiln_session_free(d.s);
+    kiln_session_free(one.s);
 }
 
 /* Rank 0 cannot make the shared-memory object (names taken): every rank
@@ -943,6 +1037,8 @@ int main(void)
         cmocka_unit_test(test_compiled_mlp_small_buckets),
         cmocka_unit_test(test_shared_weights),
         cmocka_unit_test(test_shared_weights_private),
+        cmocka_unit_test(test_shared_weights_sum_once),
+        cmocka_unit_test(test_shared_weights_penalty),
         cmocka_unit_test(test_shared_weights_unavailable),
         cmocka_unit_test(test_compiled_iallreduce),
         cmocka_unit_test(test_compiled_mlp_gradient_output),
