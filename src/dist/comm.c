@@ -407,8 +407,9 @@ static void forget_session(void *holder)
 {
     kiln_comm *c = holder;
     c->s = NULL;
-    /* the session's variables, shared pages included, are gone */
-    c->n_shared = 0;
+    /* the session's variables, shared pages included, are gone: their
+       scratches are unmapped */
+    dist_unshare_all(c);
     for (int i = 0; i < c->n_sets; i++)
         c->sets[i].state = 0;
 }

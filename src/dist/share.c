@@ -173,9 +173,15 @@ static int unshare(const dist_shared_var *sv)
 void dist_unshare_all(kiln_comm *c)
 {
     int kept = 0;
-    for (int i = 0; i < c->n_shared; i++)
-        if (c->s && unshare(&c->shared[i]) != 0)
-            c->shared[kept++] = c->shared[i]; /* out of memory: stays */
+    for (int i = 0; i < c->n_shared; i++) {
+        dist_shared_var *sv = &c->shared[i];
+        if (!c->s) { /* the variables went with their session */
+            if (sv->scratch)
+                munmap(sv->scratch, sv->pages);
+        } else if (unshare(sv) != 0) {
+            c->shared[kept++] = *sv; /* out of memory: stays */
+        }
+    }
     c->n_shared = kept;
     for (int i = 0; i < c->n_sets; i++)
         if (c->sets[i].state == 1)

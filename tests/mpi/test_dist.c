@@ -505,6 +505,44 @@ static void test_shared_weights_sum_once(void **state)
     assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
 }
 
+/* Mappings of this process's shared-memory objects of share.c. */
+static int shm_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, "/dev/shm/kiln-") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A session freed while it is attached and its variables are shared:
+   nothing of them stays mapped (variables and scratches), and the
+   communicator serves a new session. */
+static void test_shared_weights_session_freed(void **state)
+{
+    (void)state;
+    run d = plain(1);
+    d.sgd = d.plain_sgd = 1;
+    d.last = 3;
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    train_compiled(&d, 1024);
+    /* W0, b0 and W1, each with its scratch */
+    assert_int_equal(shm_mappings(), 6);
+    kiln_session_free(d.s);
+    assert_int_equal(shm_mappings(), 0);
+    run again = plain(1);
+    again.sgd = again.plain_sgd = 1;
+    again.last = 2;
+    train_compiled(&again, 1024);
+    assert_int_equal(kiln_session_set_comm(again.s, NULL), KILN_OK);
+    assert_int_equal(shm_mappings(), 0);
+    kiln_session_free(again.s);
+}
+
 /* A penalty on the weights in the loss: the update of W1 reads W1 again
    (W1 - lr (g + 2 c W1)), so it cannot be summed apart; each rank adds
    its share in turn, and the run still follows one process. */
@@ -1039,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_shared_weights_private),
         cmocka_unit_test(test_shared_weights_sum_once),
         cmocka_unit_test(test_shared_weights_penalty),
+        cmocka_unit_test(test_shared_weights_session_freed),
         cmocka_unit_test(test_shared_weights_unavailable),
         cmocka_unit_test(test_compiled_iallreduce),
         cmocka_unit_test(test_compiled_mlp_gradient_output),
