@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import warnings
@@ -293,13 +294,95 @@ def copy_onnx_tensors():
                     os.path.basename(pick)[:-3], f.read())
 
 
+
+# ------------------------------------------------------------------ graph
+# fuzz_graph reads its input as calls: one byte chooses the call (byte % 37:
+# 0-5 leaves, 6-34 builders, 35 a run, 36 kiln_graph_clear), the bytes after
+# it the operands and attributes, in the order fuzz/fuzz_graph.c reads them.
+# Operand bytes count back from the latest node (0 is the latest).
+
+G_INPUT, G_SYM, G_CONST, G_FILL, G_SCALAR, G_VAR = range(6)
+G_UNARY, G_BINARY, G_SCALED, G_SELECT, G_REDUCE, G_AXISOP, G_SHAPEOP, \
+    G_PERMUTE, G_SLICE, G_CONCAT, G_MATMUL, G_CONVERT, G_AFFINE, G_CE, \
+    G_CELOSS, G_NLL, G_CONV, G_POOL, G_RESAMPLE, G_INDEX, G_TOPK, G_MASKED, \
+    G_ATTN, G_NORM, G_BN, G_RNN, G_ASSIGN, G_MISC, G_GRAD = range(6, 35)
+G_RUN, G_CLEAR = 35, 36
+ALL_AXES = 0xF8  # raxes: KILN_ALL_AXES
+
+
+def elementwise(kind):
+    """Indices of the unary (kind "UNARY") or binary ops in the harness's
+    tables, which list src/graph/elementwise.def's rows in order."""
+    path = os.path.join(os.path.dirname(ROOT), "..", "src", "graph",
+                        "elementwise.def")
+    with open(path) as f:
+        names = re.findall(r"^KILN_%s\([A-Z0-9_]+, ([a-z0-9_]+)" % kind,
+                           f.read(), re.M)
+    return {n: i for i, n in enumerate(names)}
+
+
+def shape(*dims):
+    return [len(dims)] + list(dims)
+
+
+def graph_seeds():
+    un = elementwise("UNARY")
+    bi = elementwise("BINARY")
+    f32, i32 = 0, 4  # rdtype bytes
+    seeds = {}
+    # x [4,3] @ W [3,2] -> relu -> sum: compiled, then forward and backward
+    mlp = ([G_INPUT, f32] + shape(4, 3) + [0] +
+           [G_VAR, f32] + shape(3, 2) + [0, 6, 0, 0, 1] +
+           [G_MATMUL, 1, 0, 0] + [G_UNARY, un["relu"], 0] +
+           [G_REDUCE, 0, ALL_AXES, 0, 0])
+    seeds["mlp"] = bytes([0] + mlp + [G_RUN, 1, 0, 0, 0xFF, 0, 5, 1, 1] +
+                         [G_RUN, 0, 8, 3, 0, 1])
+    # logits [3,4], labels i32 [3]: softmax cross-entropy, gradient
+    seeds["xent"] = bytes([1, G_INPUT, f32] + shape(3, 4) + [0] +
+                          [G_INPUT, i32] + shape(3) + [0] +
+                          [G_BINARY, len(bi) + 5, 1, 0] +  # softmax_cross_entropy
+                          [G_GRAD, 0, 0, 2] +  # kiln_grad(loss, logits)
+                          [G_RUN, 1, 1, 0, 1, 0xFF, 0, 9, 0, 0])
+    # conv2d x [1,2,5,5] w [3,2,3,3], stride 2 pad 1, then max pool
+    conv = ([G_INPUT, f32] + shape(1, 2, 5, 5) + [0] +
+            [G_VAR, f32] + shape(3, 2, 3, 3) + [1, 5, 0, 1, 1] +
+            [G_CONV, 1, 0, 0] +
+            [4, 3, 3, 2, 4, 3, 3, 2, 3, 0] + [1, 0] +
+            [G_POOL, 0, 4, 4, 2, 3, 4, 4, 2, 3, 1])
+    seeds["conv"] = bytes([0] + conv + [G_RUN, 1, 0, 0, 0xFF, 0, 7, 1, 0])
+    # attention q, k, v [1,2,3,4], causal
+    attn = ([G_INPUT, f32] + shape(1, 2, 3, 4) + [0]) * 3 + \
+        [G_ATTN, 2, 1, 0, 0, 1, 0, 1] + [G_REDUCE, 0, ALL_AXES, 0, 2]
+    seeds["attention"] = bytes([1] + attn + [G_RUN, 0, 8, 1, 0, 1])
+    # hostile sizes: a [2^31, 2^62] input, reshape to -1, slice
+    seeds["hostile"] = bytes([0, G_INPUT, f32, 2, 0xF0, 0xF1, 0] +
+                             [G_SHAPEOP, 0, 1, 0xF2, 0] +
+                             [G_SLICE, 0] + [0xF0, 0xF1] * 8 + [0] +
+                             [G_INPUT, f32] + shape(0, 3) + [0] +
+                             [G_REDUCE, 0, ALL_AXES, 0, 1] +
+                             [G_RUN, 1, 0, 0, 0xFF, 0, 1, 0, 2, 1])
+    # a symbolic batch: input [2,3] with axis 0 symbolic, layer norm, run at
+    # another batch size
+    seeds["symbolic"] = bytes([0, G_SYM, f32] + shape(2, 3) + [1] +
+                              [G_NORM, 0, 0, 0, 5, 1] + shape(3) +
+                              [G_RUN, 1, 0, 0, 0xFF, 0, 3, 0, 3, 0])
+    # index ops: embedding, gather, topk, cumsum
+    seeds["index"] = bytes([0, G_VAR, f32] + shape(4, 3) + [2, 4, 0, 1, 1] +
+                           [G_INPUT, i32] + shape(2, 2) + [0] +
+                           [G_BINARY, len(bi) + 7, 1, 0] +  # embedding
+                           [G_TOPK, 0, 5, 1] +  # k 3, axis -1
+                           [G_AXISOP, 1, 2, 3] +  # cumsum, axis 0
+                           [G_RUN, 0, 0, 4, 0, 2])
+    return seeds
+
+
 def main():
     if os.path.isdir(ROOT):
         shutil.rmtree(ROOT)
     for reader, files in [("npy", NPY), ("npz", NPZ),
                           ("safetensors", SAFETENSORS), ("json", JSON),
                           ("bin", BIN), ("idx", IDX), ("idx_gz", IDX_GZ),
-                          ("session", SESSION)]:
+                          ("session", SESSION), ("graph", graph_seeds())]:
         for name, data in files.items():
             if reader == "bin":  # the harness's mode byte: 0 fixes CRCs
                 data = bytes([name == "bad_crc"]) + data
