@@ -17,6 +17,15 @@ size_t kiln_cpu_scratch_bytes(const kiln_node *n)
     return k->run ? k->bytes(n) : 0;
 }
 
+/* A node of no elements has nothing to write: its kernel is skipped (its
+   inputs still checked), since its loops may run over the other axes,
+   which can be as large as 2^40 beside a zero ([2^32, 0, 0] @ [1, 0, 0]
+   would run 2^32 empty products). */
+static int empty(const kiln_node *n)
+{
+    return kiln_shape_numel(n->shape) == 0;
+}
+
 /* The kernel to run and, for one that takes scratch, *with (ref: the
    reference kernel, which takes none). */
 static kiln_kernel_fn pick(const kiln_node *n, int ref,
@@ -44,7 +53,7 @@ kiln_status kiln_cpu_run_prepared(const kiln_exec_ctx *ctx, const kiln_node *n,
                                   size_t len)
 {
     kiln_status st = kiln_cpu_check_inputs(n, in, msg, len);
-    if (st != KILN_OK)
+    if (st != KILN_OK || empty(n))
         return st;
     kiln_exec_ctx defaults;
     if (!ctx) {
@@ -77,7 +86,7 @@ kiln_status kiln_cpu_run_reference(const kiln_node *n, void *out,
     if (!kiln_ref_kernels[n->op])
         return KILN_ERR_ARG;
     kiln_status st = kiln_cpu_check_inputs(n, in, NULL, 0);
-    if (st == KILN_OK)
+    if (st == KILN_OK && !empty(n))
         kiln_ref_kernels[n->op](n, out, in);
     return st;
 }
