@@ -6,6 +6,7 @@
 #include "test_helpers.h"
 
 #include <limits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/shape.h"
@@ -232,6 +233,42 @@ static void test_other_builders_huge(void **state)
     a = kiln_input(g, "l", KILN_I32, KILN_SHAPE(P32));
     kiln_one_hot(g, a, 1 << 30);
     th_expect_graph_error(g, "more than 2^40");
+    kiln_graph_free(g);
+}
+
+/* Building costs memory independent of the shapes: composites and
+   gradients that fill a value of an operand's shape (batch norm's missing
+   weight and bias, a zero gradient, the seed of a gradient) over a valid
+   2^40-element shape build at once (they allocated 4 TB and failed "out of
+   memory", or, where the allocation succeeds, filled it: fuzz_graph timed
+   out in a batch norm of [1, 2^31, ...]), and small ones stay constants. */
+static void test_builders_fill_nothing_huge(void **state)
+{
+    (void)state;
+    kiln_graph *g = kiln_graph_new();
+    assert_non_null(g);
+    kiln_node *x = kiln_input(g, "x", KILN_F32, KILN_SHAPE(1, P40 / 2, 2));
+    kiln_node *y = kiln_batch_norm(g, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f);
+    th_assert_graph_ok(g);
+    assert_int_equal(kiln_node_shape(y).d[1], P40 / 2);
+    kiln_node *big = kiln_input(g, "big", KILN_F32, KILN_SHAPE(P40));
+    kiln_node *small = kiln_input(g, "small", KILN_F32, KILN_SHAPE(2));
+    kiln_node *loss = kiln_sum(g, small, KILN_ALL_AXES, 0);
+    kiln_node *d = kiln_grad(g, loss, big); /* zero: loss ignores big */
+    th_assert_graph_ok(g);
+    assert_int_equal(kiln_node_shape(d).d[0], P40);
+    /* the seed of y's gradient has y's shape */
+    kiln_node *wrt[1] = {x}, *dx = NULL;
+    assert_int_equal(
+        kiln_grads(g, kiln_sum(g, y, KILN_ALL_AXES, 0), NULL, wrt, 1, &dx),
+        KILN_OK);
+    assert_int_equal(kiln_node_shape(dx).d[1], P40 / 2);
+    /* a small zero gradient is a filled constant, as before */
+    assert_string_equal(kiln_node_op_name(kiln_grad(g, loss, x)), "broadcast");
+    kiln_node *z =
+        kiln_grad(g, loss, kiln_input(g, "z", KILN_F32, KILN_SHAPE(3, 4)));
+    assert_string_equal(kiln_node_op_name(z), "constant");
+    th_assert_graph_ok(g);
     kiln_graph_free(g);
 }
 
@@ -618,6 +655,78 @@ static void test_zero_size_ops(void **state)
     kiln_set_reference_kernels(saved);
 }
 
+/* A value of no elements whose other dimensions are huge ([2^18, 2^20, 0,
+   3]: 2^38 batches of empty products) costs nothing to compute: kernels
+   of an empty result are skipped (fuzz_graph found a [2^32, 0, 0] matmul
+   running 2^32 empty products).  Compiled with and without folding (a
+   fill operand is folded by the reference kernels) and dynamic, with both
+   kernel sets; the whole test takes milliseconds, a loop over the batches
+   hours. */
+static kiln_node *e_matmul(kiln_graph *g, kiln_node *x)
+{
+    return kiln_matmul(g, x, kiln_fill(g, KILN_SHAPE(3, 2), 1.0f), 0, 0);
+}
+static kiln_node *e_concat(kiln_graph *g, kiln_node *x)
+{
+    kiln_node *xs[2] = {x, x};
+    return kiln_concat(g, xs, 2, 2);
+}
+static kiln_node *e_sum(kiln_graph *g, kiln_node *x)
+{
+    return kiln_sum(g, x, KILN_AXIS(0) | KILN_AXIS(1), 0);
+}
+static kiln_node *e_exp(kiln_graph *g, kiln_node *x)
+{
+    return kiln_exp(g, x);
+}
+
+static void test_empty_huge_dims_cost_nothing(void **state)
+{
+    (void)state;
+    kiln_node *(*const ops[])(kiln_graph *, kiln_node *) = {e_matmul, e_concat,
+                                                            e_sum, e_exp};
+    const kiln_shape xs = KILN_SHAPE((int64_t)1 << 18, (int64_t)1 << 20, 0, 3);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int ref = -1; ref <= 1; ref += 2)
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+            for (int mode = 0; mode < 3; mode++) {
+                kiln_session_options so = {.seed = 1, .reference_kernels = ref};
+                kiln_session *s = kiln_session_new(&so);
+                kiln_graph *g = kiln_graph_new();
+                assert_non_null(s);
+                assert_non_null(g);
+                /* mode 2: the operand is a constant (numel 0, no data) */
+                kiln_node *x = mode == 2 ? kiln_constant(g, KILN_F32, xs, NULL)
+                                         : kiln_input(g, "x", KILN_F32, xs);
+                kiln_node *y = ops[i](g, x);
+                assert_int_equal(kiln_graph_status(g), KILN_OK);
+                assert_int_equal(kiln_shape_numel(kiln_node_shape(y)), 0);
+                kiln_tensor *t = kiln_tensor_new(KILN_F32, xs);
+                assert_non_null(t);
+                if (mode == 1) {
+                    assert_int_equal(kiln_feed(s, x, t), KILN_OK);
+                    assert_int_equal(kiln_forward(s, g), KILN_OK);
+                } else {
+                    kiln_function *f =
+                        kiln_compile(s, g, &y, 1, &x, mode == 0 ? 1 : 0);
+                    assert_non_null(f);
+                    kiln_tensor *out = kiln_function_new_output(f, 0);
+                    assert_non_null(out);
+                    assert_int_equal(kiln_run(f, &t, &out), KILN_OK);
+                    kiln_tensor_free(out);
+                }
+                kiln_tensor_free(t);
+                kiln_graph_free(g);
+                kiln_session_free(s);
+            }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (secs > 10)
+        fail_msg("24 runs of empty values took %.1f s", secs);
+}
+
 /* Reductions that have no value over an empty axis are refused when built,
    naming the op; so are softmaxes over an empty axis. */
 static void test_zero_size_refused(void **state)
@@ -854,10 +963,12 @@ int main(void)
         cmocka_unit_test(test_input_huge_poisons),
         cmocka_unit_test(test_pad_huge),
         cmocka_unit_test(test_other_builders_huge),
+        cmocka_unit_test(test_builders_fill_nothing_huge),
         cmocka_unit_test(test_session_declare_huge),
         cmocka_unit_test(test_call_into_own_graph),
         cmocka_unit_test(test_zero_size_ops),
         cmocka_unit_test(test_zero_size_refused),
+        cmocka_unit_test(test_empty_huge_dims_cost_nothing),
         cmocka_unit_test(test_softmax_ce_no_classes_kernel),
         cmocka_unit_test(test_mixture_huge),
         cmocka_unit_test(test_too_many_classes),

@@ -62,7 +62,7 @@ static kiln_status build_adjoints(kiln_graph *g, kiln_node *y, kiln_node *delta,
         kiln_graph_fail(g, KILN_ERR_MEMORY, "kiln_grad: out of memory");
         return g->status;
     }
-    adj[top] = delta ? delta : kiln_fill(g, y->shape, 1.0f);
+    adj[top] = delta ? delta : kiln_splat(g, y->shape, 1.0f);
     for (int id = top; id > floor && g->status == KILN_OK; id--) {
         kiln_node *n = g->nodes[id];
         kiln_grad_rule rule = kiln_grad_rules[n->op];
@@ -164,7 +164,7 @@ static kiln_status grads(kiln_graph *g, const char *fn, kiln_node *y,
     if (kiln_build_adjoints(g, y, delta, xs, n, adj) == KILN_OK) {
         for (int i = 0; i < n; i++) {
             kiln_node *a = xs[i]->id <= y->id ? adj[xs[i]->id] : NULL;
-            out[i] = a ? a : kiln_fill(g, xs[i]->shape, 0.0f);
+            out[i] = a ? a : kiln_splat(g, xs[i]->shape, 0.0f);
         }
     }
     free(adj);

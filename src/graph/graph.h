@@ -378,6 +378,14 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
 kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s);
 /* A constant of shape s filled with v. */
 kiln_node *kiln_zeros_like(kiln_graph *g, kiln_node *x);
+/* A node of shape s with every element v, for composites and gradients
+   whose fill takes an operand's shape: a filled constant (kiln_fill) of at
+   most KILN_SPLAT_INLINE elements, a scalar broadcast to s above, so that
+   building never allocates in proportion to a shape (a [2^40] zero
+   gradient is one scalar; folding makes the small ones constants
+   anyway). */
+#define KILN_SPLAT_INLINE 65536
+kiln_node *kiln_splat(kiln_graph *g, kiln_shape s, float v);
 
 /* Symbolic sizes (graph/sym.c).  Sets n->shape.sym to the axes that follow
    the symbolic size, from its inputs' and its attributes; a broadcast also

@@ -105,6 +105,14 @@ kiln_node *kiln_zeros_like(kiln_graph *g, kiln_node *x)
     return kiln_fill(g, x->shape, 0.0f);
 }
 
+kiln_node *kiln_splat(kiln_graph *g, kiln_shape s, float v)
+{
+    int64_t numel = kiln_shape_numel(s);
+    if (numel >= 0 && numel <= KILN_SPLAT_INLINE)
+        return kiln_fill(g, s, v);
+    return kiln_broadcast_to(g, kiln_scalar(g, v), s);
+}
+
 kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
                          kiln_shape shape, kiln_init init)
 {

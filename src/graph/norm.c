@@ -86,8 +86,8 @@ static kiln_node *normalise(kiln_graph *g, const char *fn, kiln_node **stats_in,
     kiln_node ps = {.op = KILN_OP_NORM_STATS, .n_in = n_stats, .in = stats_in};
     ps.at.norm = a;
     kiln_node *stats = kiln_node_build(g, fn, &ps);
-    kiln_node *in[4] = {x, stats, w ? w : kiln_fill(g, c, 1.0f),
-                        b ? b : kiln_fill(g, c, 0.0f)};
+    kiln_node *in[4] = {x, stats, w ? w : kiln_splat(g, c, 1.0f),
+                        b ? b : kiln_splat(g, c, 0.0f)};
     kiln_node pn = {.op = KILN_OP_NORM, .n_in = 4, .in = in};
     pn.at.norm = a;
     if (stats_out)
