@@ -1,6 +1,7 @@
 /* The kiln command under mpirun: one rank of data-parallel training. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "tool.h"
@@ -21,11 +22,19 @@ int tool_dist_begin(tool_dist *d)
     *d = (tool_dist){NULL, 0, 1, 0};
     if (!launched_by_mpirun())
         return 0;
-    if (!(d->comm = kiln_comm_world()))
-        return kiln_tool_fail("%s", kiln_last_error());
+    if (!(d->comm = kiln_comm_world())) {
+        /* maybe on this rank alone (its environment): MPI_Finalize at exit
+           would wait for the others, which wait for this rank in
+           kiln_comm_world; a rank ending without it ends the job */
+        kiln_tool_fail("%s", kiln_last_error());
+        fflush(NULL);
+        _exit(1);
+    }
     /* a rank that died or stopped ends the job within a minute, with a
-       message, rather than leaving the others waiting for ever */
-    if (!getenv("KILN_DIST_TIMEOUT"))
+       message, rather than leaving the others waiting for ever (an empty
+       KILN_DIST_TIMEOUT is unset, as for kiln_comm_world) */
+    const char *timeout = getenv("KILN_DIST_TIMEOUT");
+    if (!timeout || !*timeout)
         kiln_comm_set_timeout(d->comm, TOOL_DIST_TIMEOUT);
     d->rank = kiln_comm_rank(d->comm);
     d->size = kiln_comm_size(d->comm);

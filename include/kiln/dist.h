@@ -22,11 +22,14 @@ typedef struct kiln_comm kiln_comm;
 int kiln_dist_available(void);
 /* The processes mpirun started (a duplicate of MPI_COMM_WORLD); MPI is
    initialised on first use and finalised at exit.  NULL (kiln_last_error)
-   without MPI or when MPI fails. */
+   without MPI, when MPI fails, or when an environment variable read below
+   (KILN_DIST_TIMEOUT, KILN_DIST_SHARED_WEIGHTS) is set to something else
+   than a value it takes (empty is unset), before any MPI call. */
 kiln_comm *kiln_comm_world(void);
 /* A communicator from the caller's: mpi_comm points to an MPI_Comm, which
    is duplicated (MPI must be initialised).  NULL (kiln_last_error) for a
-   NULL mpi_comm or MPI_COMM_NULL, without MPI or when MPI fails. */
+   NULL mpi_comm or MPI_COMM_NULL, without MPI, when MPI fails, or for the
+   environment as kiln_comm_world. */
 kiln_comm *kiln_comm_from_mpi(const void *mpi_comm);
 /* Detaches c from its session and frees it.  NULL is a no-op. */
 void kiln_comm_free(kiln_comm *c);
@@ -89,12 +92,13 @@ void kiln_comm_abort(kiln_comm *c, int code);
    per communicator.  A step built with c attached runs only while c is:
    detached, or with another communicator attached, its runs fail with
    KILN_ERR_STATE and change nothing (it would otherwise apply one rank's
-   gradient, scaled for the average).  KILN_ERR_ARG (the session's error) when c
-   is attached to another session; KILN_ERR_STATE without MPI. */
+   gradient, scaled for the average).  KILN_ERR_ARG (the session's error)
+   when c is attached to another session; KILN_ERR_STATE without MPI. */
 kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c);
 /* Collective, once every rank has built and compiled its model (and loaded
    a checkpoint, if any): checks that every rank has the same variables
-   (names, dtypes, shapes) and the same config text (the caller's
+   (names, dtypes, shapes), the same settings of c (buckets, shared memory,
+   shared weights, ZeRO-1) and the same config text (the caller's
    description of what must agree: batch, optimiser...), then copies rank
    0's variables and initialiser RNG to every rank, so that all start
    equal.  On a mismatch every rank returns KILN_ERR_ARG with the same

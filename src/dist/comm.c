@@ -316,21 +316,17 @@ static int init_mpi(void)
     return 0;
 }
 
-/* KILN_DIST_TIMEOUT (seconds, >= 0) when set and valid, else 0. */
-static double default_timeout(void)
-{
-    const char *v = getenv("KILN_DIST_TIMEOUT");
-    char *end = NULL;
-    double t = v ? strtod(v, &end) : 0.0;
-    return v && end != v && *end == 0 && t >= 0 && t <= 1e9 ? t : 0.0;
-}
-
 /* Communicators made so far: each numbers its hook keys from its own
    base (DIST_KEYS apart, all below INT_MAX). */
 static atomic_int made;
 
 static kiln_comm *comm_new(MPI_Comm from, const char *fn)
 {
+    double timeout;
+    int share;
+    /* checked before any MPI call */
+    if (dist_env_defaults(fn, &timeout, &share) != 0)
+        return NULL;
     int k = atomic_fetch_add(&made, 1);
     if (k >= INT_MAX / DIST_KEYS - 1) {
         kiln_set_last_error("%s: more than %d communicators made by this "
@@ -361,11 +357,8 @@ static kiln_comm *comm_new(MPI_Comm from, const char *fn)
     c->shm = 1;
     c->bucket_bytes = (size_t)1 << 20;
     c->weight = 1.0 / c->size;
-    c->timeout = default_timeout();
-    const char *sw = getenv("KILN_DIST_SHARED_WEIGHTS");
-    c->share_weights = !sw || strcmp(sw, "private") != 0
-                           ? !(sw && strcmp(sw, "0") == 0)
-                           : 2; /* the changes all-reduced: see share.c */
+    c->timeout = timeout;
+    c->share_weights = share;
     c->cur_set = -1;
     c->phase_comm = MPI_COMM_NULL;
     dist_sync_init(c);

@@ -161,6 +161,13 @@ int dist_gatherv_root(kiln_comm *c, const void *in, int n, MPI_Datatype t,
                       void *out, const int *counts, const int *displs,
                       MPI_Datatype u, int root);
 
+/* The defaults the environment sets for a new communicator: the
+   timeout (KILN_DIST_TIMEOUT, seconds in [0, 1e9]; 0 when unset or
+   empty) and the shared weights (KILN_DIST_SHARED_WEIGHTS 0, 1 or
+   private; 1 when unset or empty).  -1 (kiln_last_error, naming fn) for
+   another value: a typo must not silently wait for ever, or share what
+   the user meant to keep private. */
+int dist_env_defaults(const char *fn, double *timeout, int *share);
 /* Records c's error message (and kiln_last_error) and returns st. */
 kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     KILN_PRINTF(3, 4);

@@ -37,13 +37,18 @@ static char *signature(const kiln_comm *c, const kiln_session *s,
             sig + len, cap - len, "%s f32 %s\n", c->states[i].name,
             kiln_shape_str(c->states[i].shape, shape, sizeof shape));
     /* a rank summing through shared memory and one calling MPI_Iallreduce,
-       or buckets cut differently, would wait for each other forever */
+       buckets cut differently, a rank sharing plain SGD's variables and
+       one keeping private copies (or one with ZeRO-1, whose step then
+       gathers instead) would wait for each other forever */
+    int shared = c->shm && c->on_node && c->share_weights;
     if (sig)
         len += (size_t)snprintf(
-            sig + len, cap - len, "comm: buckets of %zu bytes, %s%s\n",
+            sig + len, cap - len, "comm: buckets of %zu bytes, %s%s%s%s\n",
             c->bucket_bytes,
             c->shm && c->on_node ? "shared memory" : "MPI_Iallreduce",
-            c->shm && c->on_node && c->share_weights ? ", shared weights" : "");
+            shared ? ", shared weights" : "",
+            shared && c->share_weights == 2 ? " (private copies)" : "",
+            c->zero1 ? ", ZeRO-1" : "");
     while (sig && *config) {
         size_t n = strcspn(config, "\n");
         len += (size_t)snprintf(sig + len, cap - len, "config: %.*s\n", (int)n,

@@ -175,6 +175,16 @@ if [ "$model" = mlp ]; then
     [ "$(grep -c "kiln_comm_load_session: rank 1: .*half1.npz" "$tmp/noload.err")" -ge 1 ] ||
         fail "resume missing on rank 1: no error naming rank 1"
 fi
+# a KILN_DIST_* value that is not one (on rank 1 alone: rank 0 would wait
+# for it in kiln_comm_world, and it for rank 0 in MPI_Finalize) ends the
+# job with the error, not a hang
+timeout 120 "$mpirun" -np 2 sh -c \
+    "[ \$OMPI_COMM_WORLD_RANK = 1 ] && export KILN_DIST_SHARED_WEIGHTS=off; exec \"$kiln\" train --data $tmp/data --steps 2 --hidden 16" \
+    >"$tmp/env.out" 2>"$tmp/env.err" </dev/null
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "KILN_DIST_SHARED_WEIGHTS=off on rank 1: status $rc"
+grep -q "kiln: kiln_comm_world: KILN_DIST_SHARED_WEIGHTS is 'off': it must be 0, 1 or private" \
+    "$tmp/env.err" || fail "KILN_DIST_SHARED_WEIGHTS=off on rank 1: no error"
 # a rank that dies at start-up ends the job
 timeout 120 "$mpirun" -np 2 sh -c \
     "[ \$OMPI_COMM_WORLD_RANK = 1 ] && exit 3; exec \"$kiln\" $args --steps 1000" \

@@ -5,6 +5,7 @@
    norm) within 1e-5 relative, in the compiled and in the dynamic path, for an
    MLP and a small CNN.  Also: the start-up check of mismatched models and
    configurations fails on every rank with the same message. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -645,7 +646,7 @@ static void test_dynamic_cnn(void **state)
 static void check_mismatch(int hidden1, const char *config1, const char *want)
 {
     int rank = kiln_comm_rank(comm);
-    kiln_session *s = session(1, 0);
+    kiln_session *s = session(1, kiln_comm_zero1(comm));
     kiln_graph *g = kiln_graph_new();
     model m = build(g, BATCH, rank == 1 ? hidden1 : 24);
     kiln_function *f = kiln_compile(s, g, &m.loss, 1, &m.x, 2);
@@ -698,7 +699,26 @@ static void test_mismatched_shared_memory(void **state)
                    "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
                    "1048576 bytes, shared memory, shared weights', rank 1 has "
                    "'comm: buckets of 1048576 bytes, shared memory'");
+    /* one rank sharing them, the other keeping private copies: the first
+       would wait in the shared updates' barriers, the other in the
+       all-reduce of its changes */
+    assert_int_equal(kiln_comm_set_shared_weights(comm, rank != 1 ? 1 : 2),
+                     KILN_OK);
+    check_mismatch(24, "batch 128",
+                   "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
+                   "1048576 bytes, shared memory, shared weights', rank 1 has "
+                   "'comm: buckets of 1048576 bytes, shared memory, shared "
+                   "weights (private copies)'");
     assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    /* one rank with ZeRO-1 (it gathers where the other shares; plain
+       SGD has no state slots that would tell them apart) */
+    assert_int_equal(kiln_comm_set_zero1(comm, rank == 1), KILN_OK);
+    check_mismatch(24, "batch 128",
+                   "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
+                   "1048576 bytes, shared memory, shared weights', rank 1 has "
+                   "'comm: buckets of 1048576 bytes, shared memory, shared "
+                   "weights, ZeRO-1'");
+    assert_int_equal(kiln_comm_set_zero1(comm, 0), KILN_OK);
     assert_int_equal(kiln_comm_set_shared_memory(NULL, 1), KILN_ERR_ARG);
 }
 
@@ -962,6 +982,67 @@ static void test_step_without_its_communicator(void **state)
     kiln_session_free(s);
 }
 
+/* A new communicator's defaults from the environment: KILN_DIST_TIMEOUT
+   seconds, KILN_DIST_SHARED_WEIGHTS 0, 1 or private, unset or empty for
+   the default; any other value refuses the communicator, naming the
+   variable and (cut short) its value, rather than waiting for ever or
+   sharing what the user meant to keep private. */
+static void test_environment(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *var, *value;
+        double timeout;
+        int shared;
+    } good[] = {
+        {"KILN_DIST_TIMEOUT", "", 0, 1},
+        {"KILN_DIST_TIMEOUT", "2.5", 2.5, 1},
+        {"KILN_DIST_TIMEOUT", "0", 0, 1},
+        {"KILN_DIST_SHARED_WEIGHTS", "", 0, 1},
+        {"KILN_DIST_SHARED_WEIGHTS", "0", 0, 0},
+        {"KILN_DIST_SHARED_WEIGHTS", "1", 0, 1},
+        {"KILN_DIST_SHARED_WEIGHTS", "private", 0, 2},
+    };
+    static const char *const bad[][2] = {
+        {"KILN_DIST_TIMEOUT", "abc"},       {"KILN_DIST_TIMEOUT", "30s"},
+        {"KILN_DIST_TIMEOUT", "-1"},        {"KILN_DIST_TIMEOUT", "1e10"},
+        {"KILN_DIST_TIMEOUT", "nan"},       {"KILN_DIST_SHARED_WEIGHTS", "off"},
+        {"KILN_DIST_SHARED_WEIGHTS", "2"},  {"KILN_DIST_SHARED_WEIGHTS", " 0"},
+        {"KILN_DIST_SHARED_WEIGHTS", NULL}, /* 100,000 characters */
+    };
+    char *huge = malloc(100001);
+    assert_non_null(huge);
+    memset(huge, '9', 100000);
+    huge[100000] = 0;
+    assert_null(getenv("KILN_DIST_TIMEOUT"));
+    assert_null(getenv("KILN_DIST_SHARED_WEIGHTS"));
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv(good[i].var, good[i].value, 1);
+        kiln_comm *c = kiln_comm_world();
+        if (!c)
+            fail_msg("%s='%s': %s", good[i].var, good[i].value,
+                     kiln_last_error());
+        assert_true(kiln_comm_timeout(c) == good[i].timeout);
+        assert_int_equal(kiln_comm_shared_weights(c), good[i].shared);
+        kiln_comm_free(c);
+        unsetenv(good[i].var);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *value = bad[i][1] ? bad[i][1] : huge;
+        setenv(bad[i][0], value, 1);
+        assert_null(kiln_comm_world());
+        const char *e = kiln_last_error();
+        char want[128];
+        snprintf(want, sizeof want, "kiln_comm_world: %s is '%.20s", bad[i][0],
+                 value);
+        if (!strstr(e, want))
+            fail_msg("%s='%.20s': '%s'", bad[i][0], value, e);
+        assert_true(strlen(e) < 300);
+        unsetenv(bad[i][0]);
+    }
+    free(huge);
+}
+
 /* A checkpoint that one rank cannot read (missing or corrupt there) fails
    the load on every rank with that rank's reason, and no rank's variables
    change: no rank is left waiting for the other in a later collective. */
@@ -1095,6 +1176,7 @@ int main(void)
         cmocka_unit_test(test_zero1_errors),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_step_without_its_communicator),
+        cmocka_unit_test(test_environment),
         cmocka_unit_test(test_load_fails_on_one_rank),
         cmocka_unit_test(test_timeout),
     };
