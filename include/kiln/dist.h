@@ -92,8 +92,10 @@ void kiln_comm_abort(kiln_comm *c, int code);
    per communicator.  A step built with c attached runs only while c is:
    detached, or with another communicator attached, its runs fail with
    KILN_ERR_STATE and change nothing (it would otherwise apply one rank's
-   gradient, scaled for the average).  KILN_ERR_ARG (the session's error)
-   when c is attached to another session; KILN_ERR_STATE without MPI. */
+   gradient, scaled for the average); conversely a training step built
+   with none attached fails the same way while one is (each rank would
+   train alone).  KILN_ERR_ARG (the session's error) when c is attached to
+   another session; KILN_ERR_STATE without MPI. */
 kiln_status kiln_session_set_comm(kiln_session *s, kiln_comm *c);
 /* Collective, once every rank has built and compiled its model (and loaded
    a checkpoint, if any): checks that every rank has the same variables

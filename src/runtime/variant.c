@@ -28,8 +28,9 @@ int kiln_variant_noop(const kiln_variant *v, int id)
     return is_noop(v, v->u.g->nodes[id]);
 }
 
-/* Counts v's steps and assignments, notes whether any node is hooked;
-   the number of input pointers the steps need. */
+/* Counts v's steps and assignments, notes whether any node is hooked
+   and whether one writes a trainable variable; the number of input
+   pointers the steps need. */
 static size_t count_steps(kiln_variant *v)
 {
     kiln_graph *g = v->u.g;
@@ -40,8 +41,11 @@ static size_t count_steps(kiln_variant *v)
             v->n_steps++;
             n_ptrs += (size_t)n->n_in;
         }
-        if (n->op == KILN_OP_ASSIGN)
+        if (n->op == KILN_OP_ASSIGN) {
             v->n_assigns++;
+            v->trains |=
+                n->in[0]->op == KILN_OP_VARIABLE && n->in[0]->at.trainable;
+        }
         v->hooked |= n->hook != 0;
     }
     return n_ptrs;
@@ -285,6 +289,14 @@ kiln_status kiln_variant_run(kiln_session *s, kiln_variant *v,
         v->buf[v->u.inputs[i]->id] = in[i]->data;
     v->mode = s->training;
     kiln_session_next_key(s, v->key);
+    /* a training step built without the communicator attached now: each
+       rank would train alone (run_steps refuses the converse) */
+    if (v->trains && !v->hooked && s->sync)
+        return kiln_session_fail(
+            s, KILN_ERR_STATE,
+            "kiln_run: the training step was built without a communicator, "
+            "and one is attached now: each rank would train alone; build and "
+            "compile it again with the communicator attached, or detach it");
     kiln_status st = check_leaf_values(s, v);
     if (st != KILN_OK)
         return st;

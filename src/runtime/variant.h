@@ -53,6 +53,7 @@ typedef struct kiln_variant {
     int32_t mode;
     int32_t key[4];
     int hooked; /* some node has a hook: runs call the session's sync */
+    int trains; /* some node assigns a trainable variable */
     kiln_external *ext;
     int n_ext;
 } kiln_variant;

@@ -927,6 +927,18 @@ static void test_errors(void **state)
     assert_int_equal(kiln_dist_available(), 1);
 }
 
+/* The first BATCH / 2 rows of the data. */
+static void half_batch(kiln_tensor **x, kiln_tensor **y)
+{
+    *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(BATCH / 2, FEATURES));
+    *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(BATCH / 2));
+    assert_true(*x && *y);
+    memcpy(kiln_tensor_data(*x), kiln_tensor_data(data_x),
+           sizeof(float) * (BATCH / 2) * FEATURES);
+    memcpy(kiln_tensor_data(*y), kiln_tensor_data(data_y),
+           sizeof(int32_t) * (BATCH / 2));
+}
+
 /* A training step built with the communicator attached refuses to run
    without it (it would scale unsummed gradients) or with another one (its
    hook keys are not that one's), changing nothing; attached again, it
@@ -945,12 +957,8 @@ static void test_step_without_its_communicator(void **state)
     kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
     assert_non_null(f);
     assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
-    kiln_tensor *x = kiln_tensor_new(KILN_F32, KILN_SHAPE(BATCH / 2, FEATURES));
-    kiln_tensor *y = kiln_tensor_new(KILN_I32, KILN_SHAPE(BATCH / 2));
-    memcpy(kiln_tensor_data(x), kiln_tensor_data(data_x),
-           sizeof(float) * (BATCH / 2) * FEATURES);
-    memcpy(kiln_tensor_data(y), kiln_tensor_data(data_y),
-           sizeof(int32_t) * (BATCH / 2));
+    kiln_tensor *x, *y;
+    half_batch(&x, &y);
     kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
     const size_t bytes = sizeof(float) * 8 * CLASSES;
     kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
@@ -973,6 +981,50 @@ static void test_step_without_its_communicator(void **state)
     assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
     assert_memory_not_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
     kiln_comm_free(other);
+    kiln_tensor_free(w0);
+    kiln_tensor_free(w1);
+    kiln_tensor_free(x);
+    kiln_tensor_free(y);
+    kiln_optimizer_free(opt);
+    kiln_graph_free(g);
+    kiln_session_free(s);
+}
+
+/* The converse: a training step built before the communicator was
+   attached averages nothing, so while one is attached it refuses to run
+   (each rank would train alone), changing nothing; detached, it runs. */
+static void test_step_built_before_attaching(void **state)
+{
+    (void)state;
+    kiln_session *s = session(0, 0);
+    kiln_graph *g = kiln_graph_new();
+    model m = build(g, BATCH / 2, 8);
+    run r = plain(1);
+    r.sgd = 1;
+    kiln_optimizer *opt = optimizer(&r, s);
+    kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
+    kiln_node *ins[2] = {m.x, m.y};
+    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
+    assert_non_null(f);
+    assert_int_equal(kiln_session_set_comm(s, comm), KILN_OK);
+    assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
+    kiln_tensor *x, *y;
+    half_batch(&x, &y);
+    kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+    const size_t bytes = sizeof(float) * 8 * CLASSES;
+    kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
+                *w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
+    assert_int_equal(kiln_variable_read(s, "W1", w0), KILN_OK);
+    assert_int_equal(kiln_run(f, in, out), KILN_ERR_STATE);
+    assert_non_null(strstr(kiln_session_error(s),
+                           "built without a communicator, and one is "
+                           "attached now"));
+    assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
+    assert_memory_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
+    assert_int_equal(kiln_session_set_comm(s, NULL), KILN_OK);
+    assert_int_equal(kiln_run(f, in, out), KILN_OK);
+    assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
+    assert_memory_not_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
     kiln_tensor_free(w0);
     kiln_tensor_free(w1);
     kiln_tensor_free(x);
@@ -1176,6 +1228,7 @@ int main(void)
         cmocka_unit_test(test_zero1_errors),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_step_without_its_communicator),
+        cmocka_unit_test(test_step_built_before_attaching),
         cmocka_unit_test(test_environment),
         cmocka_unit_test(test_load_fails_on_one_rank),
         cmocka_unit_test(test_timeout),
