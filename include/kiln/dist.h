@@ -56,15 +56,17 @@ kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on);
    to it, in turns: no gradient is all-reduced, and a weight's update stays
    one accumulating GEMM (on: the default, unless the environment variable
    KILN_DIST_SHARED_WEIGHTS is 0).  The values are those of the averaged
-   update up to rounding.  While shared, a variable written through one
-   rank (kiln_variable_write, a load) changes for every rank of the
-   machine; a step that all-reduces gradients, kiln_backward's run-time
-   form or detaching c makes each rank's copy private again.  on = 2 (or
-   KILN_DIST_SHARED_WEIGHTS=private) builds the steps the same way but
-   keeps the copies private, all-reducing the change each update makes
-   (what happens anyway where the memory cannot be shared): slower, for
-   comparisons.  Takes effect for training steps built afterwards; every
-   rank must choose the same.  KILN_ERR_ARG for a NULL c. */
+   update up to rounding.  While shared, a variable of 4 KiB or more
+   written through one rank (kiln_variable_write, a load) changes for
+   every rank of the machine (a smaller one for that rank only: write the
+   same values on every rank); a step that all-reduces gradients,
+   kiln_backward's run-time form or detaching c makes each rank's copy
+   private again.  on = 2 (or KILN_DIST_SHARED_WEIGHTS=private) builds
+   the steps the same way but keeps the copies private, all-reducing the
+   change each update makes (what happens anyway where the memory cannot
+   be shared): slower, for comparisons.  Takes effect for training steps
+   built afterwards; every rank must choose the same.  KILN_ERR_ARG for a
+   NULL c. */
 kiln_status kiln_comm_set_shared_weights(kiln_comm *c, int on);
 /* Whether c shares variables that way (0 for NULL). */
 int kiln_comm_shared_weights(const kiln_comm *c);

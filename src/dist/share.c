@@ -36,8 +36,11 @@
    gradients, kiln_backward's run-time form, detaching the communicator)
    first makes them private again, values kept. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +214,31 @@ static int collect(kiln_comm *c, dist_share_set *st, dist_shared_var *out,
     return 0;
 }
 
+/* Removes the objects of share() named after a process that no longer
+   exists: a rank 0 killed between creating one and unlinking it leaves a
+   copy of the variables in /dev/shm (memory) until the machine restarts.
+   (A process of another PID namespace sharing /dev/shm may look gone:
+   its ranks then keep private copies, in the moment between its
+   shm_open and shm_unlink.) */
+static void remove_stale(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    char name[320];
+    while (d && (e = readdir(d))) {
+        long pid;
+        int k, set, end = 0;
+        if (sscanf(e->d_name, "kiln-%ld-%d-%d%n", &pid, &k, &set, &end) == 3 &&
+            !e->d_name[end] && pid > 0 && pid <= INT_MAX &&
+            kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
 /* Shares st's variables (collective); its state then 1, or 2 when any
    rank could not. */
 static void share(kiln_comm *c, dist_share_set *st)
@@ -231,7 +259,11 @@ static void share(kiln_comm *c, dist_share_set *st)
              c->key_base / DIST_KEYS, c->cur_set);
     if (ok && c->rank == 0) {
         /* the variables, then their scratches (any values) */
+        remove_stale();
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        /* this process's name: left by a killed one of the same PID */
+        if (fd < 0 && errno == EEXIST && shm_unlink(name) == 0)
+            fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         ok = fd >= 0 && ftruncate(fd, (off_t)(2 * total)) == 0;
         size_t off = 0;
         /* every page written now: a full /dev/shm fails here, not with a

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -424,10 +426,64 @@ static void check_shared_weights(int mode, int hidden, int blocked)
     assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
 }
 
+/* share.c's names for its shared-memory objects:
+   /kiln-<rank 0's pid>-<communicator>-<step>; the tests build fewer than
+   SETS steps on communicator 0. */
+enum { SETS = 64 };
+
+static void shm_name(char *name, size_t size, long pid, int comm_index, int k)
+{
+    snprintf(name, size, "/kiln-%ld-%d-%d", pid, comm_index, k);
+}
+
+/* A shared-memory object of 4 KiB called name. */
+static void make_object(const char *name)
+{
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4096), 0);
+    close(fd);
+}
+
+/* 1 when the shared-memory object name exists. */
+static int object_exists(const char *name)
+{
+    int fd = shm_open(name, O_RDONLY, 0600);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
+/* Objects that killed runs left in /dev/shm: one of each name this
+   process would use (a dead process of the same PID left them) is
+   replaced, so the variables are still shared, and one named after a
+   process that no longer exists is removed; one of a live process
+   stays. */
 static void test_shared_weights(void **state)
 {
     (void)state;
+    char name[64], gone[64], live[64];
+    int rank = kiln_comm_rank(comm);
+    shm_name(gone, sizeof gone, INT_MAX, 0, 0); /* above any PID */
+    shm_name(live, sizeof live, (long)getppid(), 99, 0);
+    for (int k = 0; rank == 0 && k < SETS; k++) {
+        shm_name(name, sizeof name, (long)getpid(), 0, k);
+        make_object(name);
+    }
+    if (rank == 0) {
+        make_object(gone);
+        make_object(live);
+    }
     check_shared_weights(1, 1024, 0);
+    if (rank == 0) {
+        assert_false(object_exists(gone));
+        assert_true(object_exists(live));
+        shm_unlink(live);
+    }
+    for (int k = 0; rank == 0 && k < SETS; k++) {
+        shm_name(name, sizeof name, (long)getpid(), 0, k);
+        shm_unlink(name);
+    }
 }
 
 static void test_shared_weights_private(void **state)
@@ -562,26 +618,25 @@ static void test_shared_weights_penalty(void **state)
     kiln_session_free(one.s);
 }
 
-/* Rank 0 cannot make the shared-memory object (names taken): every rank
-   keeps a private copy and all-reduces each update's change instead, with
-   the same results. */
+/* Rank 0 cannot make the shared-memory object (its names taken by
+   directories, which neither shm_open nor shm_unlink can replace): every
+   rank keeps a private copy and all-reduces each update's change
+   instead, with the same results. */
 static void test_shared_weights_unavailable(void **state)
 {
     (void)state;
-    char name[64];
+    char name[64], path[80];
     int rank = kiln_comm_rank(comm);
-    enum { SETS = 64 };
     for (int k = 0; rank == 0 && k < SETS; k++) {
-        /* share.c's names: /kiln-<rank 0's pid>-<communicator>-<step> */
-        snprintf(name, sizeof name, "/kiln-%ld-0-%d", (long)getpid(), k);
-        int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
-        if (fd >= 0)
-            close(fd);
+        shm_name(name, sizeof name, (long)getpid(), 0, k);
+        snprintf(path, sizeof path, "/dev/shm%s", name);
+        assert_int_equal(mkdir(path, 0700), 0);
     }
     check_shared_weights(1, 1024, 1);
     for (int k = 0; rank == 0 && k < SETS; k++) {
-        snprintf(name, sizeof name, "/kiln-%ld-0-%d", (long)getpid(), k);
-        shm_unlink(name);
+        shm_name(name, sizeof name, (long)getpid(), 0, k);
+        snprintf(path, sizeof path, "/dev/shm%s", name);
+        assert_int_equal(rmdir(path), 0);
     }
 }
 
