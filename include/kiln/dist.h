@@ -73,11 +73,12 @@ int kiln_comm_shared_weights(const kiln_comm *c);
 /* How long (seconds) any collective of c may wait for the other ranks:
    the gradient sums of a training step, the start-up check, checkpoint
    gathers.  0 (the default, unless the environment variable
-   KILN_DIST_TIMEOUT gives seconds) waits for ever, as MPI does.  A
-   collective that times out fails with KILN_ERR_IO and a message saying
-   that a rank died, stopped, or does not make the same calls; c is then
-   unusable (every later collective fails at once) and the job should end
-   with kiln_comm_abort.  KILN_ERR_ARG for a NULL c or seconds not in
+   KILN_DIST_TIMEOUT gives seconds) waits for ever, as MPI does.  Every
+   rank must have one or none (kiln_comm_sync_session and the checkpoint
+   calls check, KILN_ERR_ARG).  A collective that times out fails with
+   KILN_ERR_IO and a message saying that a rank died, stopped, or does
+   not make the same calls; c is then unusable (every later collective
+   fails at once) and the job should end with kiln_comm_abort.  KILN_ERR_ARG for a NULL c or seconds not in
    [0, 1e9]. */
 kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds);
 /* c's timeout in seconds (0: none); -1 for NULL. */

@@ -171,6 +171,13 @@ int dist_env_defaults(const char *fn, double *timeout, int *share);
 /* Records c's error message (and kiln_last_error) and returns st. */
 kiln_status dist_fail(kiln_comm *c, kiln_status st, const char *fmt, ...)
     KILN_PRINTF(3, 4);
+/* Whether every rank of c has a timeout or none has (collective): a
+   blocking collective (no timeout) never pairs with a non-blocking one,
+   so ranks that differ would wait for each other for ever in the next
+   one; this one is non-blocking on every rank.  KILN_OK, or c's error
+   naming fn and the first rank that differs from rank 0 (KILN_ERR_ARG;
+   KILN_ERR_IO when MPI fails). */
+kiln_status dist_same_timeouts(kiln_comm *c, const char *fn);
 /* Whether every rank is ok (collective): -1 when all are, else the
    lowest rank that is not, whose msg (size bytes) every rank then holds
    in msg; -2 when MPI fails. */

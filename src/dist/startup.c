@@ -137,6 +137,49 @@ static int bcast_bytes(kiln_comm *c, void *data, size_t bytes)
     return MPI_SUCCESS;
 }
 
+kiln_status dist_same_timeouts(kiln_comm *c, const char *fn)
+{
+    char why[MPI_MAX_ERROR_STRING];
+    if (c->broken)
+        return dist_fail(c, KILN_ERR_IO, "%s: %s", fn,
+                         dist_mpi_error(DIST_TIMED_OUT, why, sizeof why));
+    /* every rank's timeout, then its own: MPI may write them after a
+       timeout, so they are never the caller's */
+    double *all = malloc(((size_t)c->size + 1) * sizeof *all);
+    MPI_Request req;
+    if (!all) {
+        kiln_comm_abort(c, 1); /* out of memory alone: end the job */
+        return KILN_ERR_MEMORY;
+    }
+    all[c->size] = c->timeout;
+    int rc = MPI_Iallgather(all + c->size, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE,
+                            c->comm, &req);
+    if (rc == MPI_SUCCESS)
+        rc = dist_complete(c, &req);
+    if (rc == DIST_TIMED_OUT)
+        dist_orphan(all);
+    if (rc != MPI_SUCCESS)
+        return dist_fail(c, KILN_ERR_IO, "%s: MPI_Iallgather: %s", fn,
+                         dist_mpi_error(rc, why, sizeof why));
+    kiln_status st = KILN_OK;
+    for (int r = 1; r < c->size && st == KILN_OK; r++)
+        if ((all[r] > 0) != (all[0] > 0)) {
+            char t0[48], tr[48];
+            snprintf(t0, sizeof t0, all[0] > 0 ? "a timeout of %g s" : "none",
+                     all[0]);
+            snprintf(tr, sizeof tr, all[r] > 0 ? "a timeout of %g s" : "none",
+                     all[r]);
+            st = dist_fail(c, KILN_ERR_ARG,
+                           "%s: rank %d differs from rank 0: rank 0 has %s, "
+                           "rank %d has %s (kiln_comm_set_timeout, "
+                           "KILN_DIST_TIMEOUT): set one on every rank or on "
+                           "none",
+                           fn, r, t0, r, tr);
+        }
+    free(all);
+    return st;
+}
+
 kiln_status kiln_comm_sync_session(kiln_comm *c, kiln_session *s,
                                    const char *config)
 {
@@ -146,12 +189,15 @@ kiln_status kiln_comm_sync_session(kiln_comm *c, kiln_session *s,
     c->err[0] = 0;
     if (kiln_session_begin(s, fn) != KILN_OK)
         return dist_fail(c, KILN_ERR_ARG, "%s: session is NULL", fn);
+    kiln_status st = dist_same_timeouts(c, fn);
+    if (st != KILN_OK)
+        return kiln_session_fail(s, st, "%s", c->err);
     char *sig = signature(c, s, config ? config : "");
     if (!sig) {
         kiln_comm_abort(c, 1); /* out of memory alone: end the job */
         return KILN_ERR_MEMORY;
     }
-    kiln_status st = compare(c, s, sig);
+    st = compare(c, s, sig);
     free(sig);
     int rc = MPI_SUCCESS;
     for (int i = 0; st == KILN_OK && rc == MPI_SUCCESS && i < s->n_vars; i++) {

@@ -61,8 +61,9 @@ static int gather_states(kiln_comm *c, kiln_tensor_list **out)
     return rc;
 }
 
-/* Starts fn on c and s (c's session): KILN_OK, or the error. */
-static kiln_status begin(kiln_comm *c, const kiln_session *s, const char *fn)
+/* Starts fn on c and s (c's session), whose ranks must agree on having
+   timeouts (collective): KILN_OK, or the error. */
+static kiln_status begin(kiln_comm *c, kiln_session *s, const char *fn)
 {
     if (!c)
         return kiln_null_arg(fn, "communicator");
@@ -70,15 +71,17 @@ static kiln_status begin(kiln_comm *c, const kiln_session *s, const char *fn)
     if (!s || s != c->s)
         return dist_fail(c, KILN_ERR_ARG,
                          "%s: the session is not the communicator's", fn);
-    return KILN_OK;
+    kiln_status st = dist_same_timeouts(c, fn);
+    return st == KILN_OK ? KILN_OK : kiln_session_fail(s, st, "%s", c->err);
 }
 
 kiln_status kiln_comm_save_session(kiln_comm *c, kiln_session *s,
                                    const char *path)
 {
     const char *fn = "kiln_comm_save_session";
-    if (begin(c, s, fn) != KILN_OK)
-        return KILN_ERR_ARG;
+    kiln_status started = begin(c, s, fn);
+    if (started != KILN_OK)
+        return started;
     kiln_tensor_list *whole = NULL;
     int rc = gather_states(c, &whole);
     kiln_status st = KILN_OK;
@@ -199,8 +202,9 @@ kiln_status kiln_comm_load_session(kiln_comm *c, kiln_session *s,
                                    const char *path)
 {
     const char *fn = "kiln_comm_load_session";
-    if (begin(c, s, fn) != KILN_OK)
-        return KILN_ERR_ARG;
+    kiln_status started = begin(c, s, fn);
+    if (started != KILN_OK)
+        return started;
     char msg[KILN_ERRMSG_MAX] = "";
     kiln_tensor_list *file = NULL, *held = read_checked(c, s, path, &file, msg,
                                                         (int)sizeof msg);

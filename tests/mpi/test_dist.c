@@ -777,6 +777,46 @@ static void test_mismatched_shared_memory(void **state)
     assert_int_equal(kiln_comm_set_shared_memory(NULL, 1), KILN_ERR_ARG);
 }
 
+/* A rank with a timeout and one without would never meet: the first
+   runs MPI's non-blocking collectives, the other its blocking ones.  The
+   start-up check and the checkpoints find it first, on every rank, with
+   the same message, writing nothing; agreed again, they work. */
+static void test_mismatched_timeouts(void **state)
+{
+    (void)state;
+    int rank = kiln_comm_rank(comm);
+    const char *path = "test_dist_never_written.npz";
+    kiln_session *s = session(1, 0);
+    assert_int_equal(kiln_session_declare(s, "W1", KILN_F32,
+                                          KILN_SHAPE(8, CLASSES),
+                                          kiln_init_uniform(-1, 1), 1),
+                     KILN_OK);
+    assert_int_equal(kiln_comm_set_timeout(comm, rank == 1 ? 30 : 0), KILN_OK);
+    const char *fns[3] = {"kiln_comm_sync_session", "kiln_comm_save_session",
+                          "kiln_comm_load_session"};
+    for (int i = 0; i < 3; i++) {
+        kiln_status st = i == 0   ? kiln_comm_sync_session(comm, s, "test")
+                         : i == 1 ? kiln_comm_save_session(comm, s, path)
+                                  : kiln_comm_load_session(comm, s, path);
+        assert_int_equal(st, KILN_ERR_ARG);
+        char want[256];
+        snprintf(want, sizeof want,
+                 "%s: rank 1 differs from rank 0: rank 0 has none, rank 1 has "
+                 "a timeout of 30 s (kiln_comm_set_timeout, KILN_DIST_TIMEOUT)",
+                 fns[i]);
+        if (!strstr(kiln_comm_error(comm), want))
+            fail_msg("rank %d: '%s' lacks '%s'", rank, kiln_comm_error(comm),
+                     want);
+        assert_string_equal(kiln_session_error(s), kiln_comm_error(comm));
+    }
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(kiln_comm_set_timeout(comm, rank == 1 ? 30 : 20), KILN_OK);
+    assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
+    assert_int_equal(kiln_comm_set_timeout(comm, 0), KILN_OK);
+    assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
+    kiln_session_free(s);
+}
+
 /* ---------------------------------------------- ZeRO-1 */
 
 /* Waits until every rank got here (a file rank 0 wrote is complete). */
@@ -1275,6 +1315,7 @@ int main(void)
         cmocka_unit_test(test_mismatched_model),
         cmocka_unit_test(test_mismatched_config),
         cmocka_unit_test(test_mismatched_shared_memory),
+        cmocka_unit_test(test_mismatched_timeouts),
         cmocka_unit_test(test_zero1_compiled_mlp_adam),
         cmocka_unit_test(test_zero1_compiled_mlp_sgd),
         cmocka_unit_test(test_zero1_compiled_cnn),
