@@ -260,6 +260,49 @@ static void test_builders_bad_arguments(void **state)
 
 /* Shapes within KILN_MAX_NUMEL but far past memory: the graph builds,
    then running it fails for want of memory, by both paths. */
+/* An i32 variable's KILN_INIT_VALUE must be an i32: NaN, infinities and
+   values outside [-2^31, 2^31) are refused by kiln_variable and
+   kiln_session_declare (the conversion was undefined behaviour: UBSan in
+   fuzz_graph), leaving no variable; others are truncated toward zero. */
+static void test_i32_init_value_range(void **state)
+{
+    (void)state;
+    const double bad[] = {NAN,          INFINITY,      -INFINITY,
+                          2147483648.0, -2147483649.0, 1e300};
+    kiln_session *s = kiln_session_new(NULL);
+    assert_non_null(s);
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        kiln_graph *g = kiln_graph_new();
+        assert_non_null(g);
+        kiln_variable(g, "n", KILN_I32, KILN_SHAPE(2), kiln_init_value(bad[k]));
+        assert_int_equal(kiln_graph_status(g), KILN_ERR_ARG);
+        want_msg(kiln_graph_error(g), "kiln_variable 'n': value ");
+        want_msg(kiln_graph_error(g), "is not an i32");
+        kiln_graph_free(g);
+        assert_int_equal(kiln_session_declare(s, "n", KILN_I32, KILN_SHAPE(2),
+                                              kiln_init_value(bad[k]), 0),
+                         KILN_ERR_ARG);
+        want_msg(kiln_session_error(s), "kiln_session_declare: 'n': value ");
+        assert_int_equal(kiln_session_find_variable(s, "n"), -1);
+    }
+    const double good[] = {-7.9, 2147483647.9, -2147483648.9};
+    const int32_t want[] = {-7, INT32_MAX, INT32_MIN};
+    for (int k = 0; k < 3; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", k);
+        assert_int_equal(kiln_session_declare(s, name, KILN_I32, KILN_SHAPE(2),
+                                              kiln_init_value(good[k]), 0),
+                         KILN_OK);
+        kiln_tensor *t = kiln_tensor_new(KILN_I32, KILN_SHAPE(2));
+        assert_non_null(t);
+        assert_int_equal(kiln_variable_read(s, name, t), KILN_OK);
+        assert_int_equal(kiln_tensor_i32(t)[0], want[k]);
+        assert_int_equal(kiln_tensor_i32(t)[1], want[k]);
+        kiln_tensor_free(t);
+    }
+    kiln_session_free(s);
+}
+
 static void test_huge_valid_shapes_run_out_of_memory(void **state)
 {
     (void)state;
@@ -1229,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_builders_hostile_shapes),
         cmocka_unit_test(test_builders_bad_dtypes),
         cmocka_unit_test(test_builders_bad_arguments),
+        cmocka_unit_test(test_i32_init_value_range),
         cmocka_unit_test(test_huge_valid_shapes_run_out_of_memory),
         cmocka_unit_test(test_foreign_nodes),
         cmocka_unit_test(test_compile_bad_counts),

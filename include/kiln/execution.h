@@ -130,7 +130,9 @@ kiln_status kiln_variable_read(kiln_session *s, const char *name,
 kiln_status kiln_variable_write(kiln_session *s, const char *name,
                                 const kiln_tensor *t);
 /* Creates (initialised) a variable in the session if it does not exist;
-   checks dtype and shape when it does. */
+   checks dtype and shape when it does.  An i32 variable takes zeros, ones
+   or a KILN_INIT_VALUE truncated toward zero (KILN_ERR_ARG for one that is
+   not finite or outside the i32 range). */
 kiln_status kiln_session_declare(kiln_session *s, const char *name,
                                  kiln_dtype dt, kiln_shape shape,
                                  kiln_init init, int trainable);

@@ -376,6 +376,11 @@ kiln_node *kiln_reduce_op(kiln_graph *g, kiln_op op, kiln_node *x,
                           unsigned axes, int keepdims, const char *fn);
 /* Sums x over broadcast axes so it has shape s (gradient of a broadcast). */
 kiln_node *kiln_reduce_to_shape(kiln_graph *g, kiln_node *x, kiln_shape s);
+/* KILN_ERR_ARG (kiln_last_error) for an initialiser an i32 variable cannot
+   take: a KILN_INIT_VALUE that is not finite or outside the i32 range
+   (kiln_variable and kiln_session_declare refuse it; it is truncated
+   toward zero otherwise). */
+kiln_status kiln_init_check_i32(kiln_init init);
 /* A constant of shape s filled with v. */
 kiln_node *kiln_zeros_like(kiln_graph *g, kiln_node *x);
 /* A node of shape s with every element v, for composites and gradients

@@ -86,3 +86,16 @@ kiln_status kiln_init_fill(kiln_init init, kiln_shape shape, float *data,
                         (int)init.kind);
     return KILN_ERR_ARG;
 }
+
+kiln_status kiln_init_check_i32(kiln_init init)
+{
+    /* (int32_t)a is undefined outside (-2^31 - 1, 2^31) and for NaN */
+    if (init.kind == KILN_INIT_VALUE &&
+        !(init.a > -2147483649.0 && init.a < 2147483648.0)) {
+        kiln_set_last_error("value %g is not an i32 (finite, in [-2^31, "
+                            "2^31))",
+                            init.a);
+        return KILN_ERR_ARG;
+    }
+    return KILN_OK;
+}

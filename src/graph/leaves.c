@@ -130,7 +130,8 @@ kiln_node *kiln_variable(kiln_graph *g, const char *name, kiln_dtype dt,
                                (int)init.kind);
     /* The initialiser's parameters (ranges, deviations), checked by
        kiln_init_fill itself on no elements. */
-    if (kiln_init_fill(init, KILN_SHAPE(0), NULL, NULL) != KILN_OK)
+    if (kiln_init_fill(init, KILN_SHAPE(0), NULL, NULL) != KILN_OK ||
+        (dt == KILN_I32 && kiln_init_check_i32(init) != KILN_OK))
         return kiln_graph_fail(g, KILN_ERR_ARG, "%s '%s': %s", fn, name,
                                kiln_last_error());
     if (init.kind == KILN_INIT_VALUES) {

@@ -315,6 +315,10 @@ kiln_status kiln_session_declare(kiln_session *s, const char *name,
         return kiln_session_fail(
             s, KILN_ERR_ARG, "kiln_session_declare: '%s': bad dtype or shape",
             name);
+    if (dt == KILN_I32 && kiln_init_check_i32(init) != KILN_OK)
+        return kiln_session_fail(s, KILN_ERR_ARG,
+                                 "kiln_session_declare: '%s': %s", name,
+                                 kiln_last_error());
     v = add_var(s, name, dt, shape, trainable);
     if (!v)
         return kiln_session_fail(s, KILN_ERR_MEMORY,
