@@ -412,6 +412,35 @@ static void test_pad_upsample_flatten_args(void **state)
     const int64_t p1[4] = {1, 1, 1, 1}, p8[2] = {8, 0}, pn[2] = {0, -1},
                   pbig[2] = {INT64_MAX, INT64_MAX},
                   pmin[4] = {0, 0, INT64_MIN, 0};
+    /* kiln_pad of an i32 x takes the value truncated: one that is no i32
+       (NaN, infinite, out of range) is refused (the kernels' (int32_t) of
+       it was undefined: UBSan in fuzz_graph); -2^31 and 7.9 build */
+    const float no_i32[] = {NAN,           INFINITY,       -INFINITY,
+                            2147483648.0f, -2147483904.0f, 1e30f};
+    const int64_t z4[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 6; i++)
+        BAD(kiln_pad(f->g, f->xi, z4, z4, no_i32[i]), "kiln_pad",
+            "is not an i32");
+    GOOD(kiln_pad(f->g, f->xi, z4, z4, -2147483648.0f), 2, 4, 10, 10);
+    GOOD(kiln_pad(f->g, f->x, z4, z4, NAN), 2, 4, 10, 10); /* f32: any */
+    {
+        kiln_graph *g = kiln_graph_new();
+        kiln_node *x = kiln_input(g, "x", KILN_I32, KILN_SHAPE(1));
+        const int64_t one[1] = {1};
+        kiln_node *y = kiln_pad(g, x, one, one, 7.9f);
+        kiln_tensor *in = kiln_tensor_new(KILN_I32, KILN_SHAPE(1)), *got;
+        assert_non_null(in);
+        kiln_tensor_i32(in)[0] = -3;
+        kiln_session *s = kiln_session_new(NULL);
+        th_run(s, g, &y, 1, &x, &in, 1, &got);
+        assert_int_equal(kiln_tensor_i32(got)[0], 7);
+        assert_int_equal(kiln_tensor_i32(got)[1], -3);
+        assert_int_equal(kiln_tensor_i32(got)[2], 7);
+        kiln_tensor_free(got);
+        kiln_tensor_free(in);
+        kiln_session_free(s);
+        kiln_graph_free(g);
+    }
     BAD(kiln_pad_mode(f->g, NULL, p1, 2, KILN_PAD_REFLECT), pm, "NULL");
     BAD(kiln_pad_mode(f->g, f->o, p1, 2, KILN_PAD_REFLECT), pm,
         "another graph");

@@ -71,6 +71,15 @@ kiln_status kiln_infer_window(const kiln_node *n, kiln_shape *s, kiln_dtype *dt,
         return kiln_infer_why(why, len, KILN_ERR_SHAPE,
                               "%s at the offsets given does not lie inside %s",
                               S(small, b1), S(big, b2));
+    /* an i32 pad takes the value truncated; (int32_t) of NaN or beyond
+       the range is undefined (PyTorch refuses it too) */
+    float v = n->at.value;
+    if (!slice && *dt == KILN_I32 &&
+        !(v >= -2147483648.0f && v < 2147483648.0f))
+        return kiln_infer_why(why, len, KILN_ERR_ARG,
+                              "padding value %g is not an i32 (finite, in "
+                              "[-2^31, 2^31))",
+                              (double)v);
     return KILN_OK;
 }
 
