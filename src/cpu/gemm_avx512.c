@@ -161,6 +161,11 @@ tile(int rows, int nv, int64_t kc, const float *ap, const float *bp,
         __builtin_prefetch(o->c + r * o->ldc, 1, 3);
         if (nv > 1)
             __builtin_prefetch(o->c + r * o->ldc + VEC, 1, 3);
+        if (o->add) { /* the term added at the end, as cold */
+            __builtin_prefetch(o->add + r * o->ldc, 0, 3);
+            if (nv > 1)
+                __builtin_prefetch(o->add + r * o->ldc + VEC, 0, 3);
+        }
     }
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; p++, ap += MR, bp += NR) {

@@ -487,7 +487,7 @@ kiln_status kiln_comm_set_shared_weights(kiln_comm *c, int on)
     if (!c)
         return kiln_null_arg("kiln_comm_set_shared_weights", "communicator");
     c->err[0] = 0;
-    c->share_weights = on ? (on == 2 ? 2 : 1) : 0;
+    c->share_weights = on == 2 || on == 3 ? on : on ? 1 : 0;
     return KILN_OK;
 }
 

@@ -19,10 +19,11 @@ int dist_env_defaults(const char *fn, double *timeout, int *share)
     *share = !v || !*v || strcmp(v, "1") == 0 ? 1
              : strcmp(v, "0") == 0            ? 0
              : strcmp(v, "private") == 0      ? 2 /* see share.c */
+             : strcmp(v, "exact") == 0        ? 3
                                               : -1;
     if (*share < 0) {
         kiln_set_last_error("%s: KILN_DIST_SHARED_WEIGHTS is '%.40s': it must "
-                            "be 0, 1 or private",
+                            "be 0, 1, exact or private",
                             fn, v);
         return -1;
     }

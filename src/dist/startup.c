@@ -47,7 +47,9 @@ static char *signature(const kiln_comm *c, const kiln_session *s,
             c->bucket_bytes,
             c->shm && c->on_node ? "shared memory" : "MPI_Iallreduce",
             shared ? ", shared weights" : "",
-            shared && c->share_weights == 2 ? " (private copies)" : "",
+            shared && c->share_weights == 2   ? " (private copies)"
+            : shared && c->share_weights == 3 ? " (changes summed once)"
+                                              : "",
             c->zero1 ? ", ZeRO-1" : "");
     while (sig && *config) {
         size_t n = strcspn(config, "\n");

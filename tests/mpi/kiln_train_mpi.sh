@@ -183,7 +183,7 @@ timeout 120 "$mpirun" -np 2 sh -c \
     >"$tmp/env.out" 2>"$tmp/env.err" </dev/null
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "KILN_DIST_SHARED_WEIGHTS=off on rank 1: status $rc"
-grep -q "kiln: kiln_comm_world: KILN_DIST_SHARED_WEIGHTS is 'off': it must be 0, 1 or private" \
+grep -q "kiln: kiln_comm_world: KILN_DIST_SHARED_WEIGHTS is 'off': it must be 0, 1, exact or private" \
     "$tmp/env.err" || fail "KILN_DIST_SHARED_WEIGHTS=off on rank 1: no error"
 # a rank that dies at start-up ends the job
 timeout 120 "$mpirun" -np 2 sh -c \

@@ -376,7 +376,7 @@ static void check_shared_weights(int mode, int hidden, int blocked)
     d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
     assert_int_equal(kiln_comm_set_shared_weights(comm, mode), KILN_OK);
     assert_int_equal(kiln_comm_shared_weights(comm), mode);
-    int shared = mode == 1 && !blocked;
+    int shared = (mode == 1 || mode == 3) && !blocked;
     kiln_comm_reset_stats(comm);
     train_compiled(&d, hidden);
     kiln_comm_stats st;
@@ -492,6 +492,13 @@ static void test_shared_weights_private(void **state)
     check_shared_weights(2, 1024, 0);
 }
 
+/* The same with the changes summed apart and added once (exact). */
+static void test_shared_weights_exact(void **state)
+{
+    (void)state;
+    check_shared_weights(3, 1024, 0);
+}
+
 /* 1 when Kiln's products run its AVX-512 kernel (cpu/gemm_avx512.c). */
 static int avx512(void)
 {
@@ -526,14 +533,14 @@ static void assert_same_variable(kiln_session *a, kiln_session *b,
                  sqrt(diff), sqrt(norm));
 }
 
-/* The shared step sums the ranks' changes apart and adds them to a
+/* The exact shared step sums the ranks' changes apart and adds them to a
    variable once (share.c), as private copies do through the all-reduce
    of the changes: on 2 ranks, where both sums are d0 + d1, a step gives
    the same floats either way where Kiln's kernels compute it (W0: the
    AVX-512 product; b0: the fused update), and W1 (4 columns, products by
    OpenBLAS, whose accumulating call rounds apart from its plain one)
-   within 1e-7.  Adding each rank's share to the variable in turn, as
-   before, rounded at the variable's size and failed this. */
+   within 1e-7.  Adding each rank's share to the variable in turn (the
+   default) rounds at the variable's size and fails this. */
 static void test_shared_weights_sum_once(void **state)
 {
     (void)state;
@@ -542,7 +549,7 @@ static void test_shared_weights_sum_once(void **state)
     run sh = plain(1), pv = plain(1);
     sh.sgd = pv.sgd = sh.plain_sgd = pv.plain_sgd = 1;
     sh.last = pv.last = 1;
-    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 3), KILN_OK);
     kiln_comm_reset_stats(comm);
     train_compiled(&sh, 1024);
     kiln_comm_stats st;
@@ -576,16 +583,16 @@ static int shm_mappings(void)
     return n;
 }
 
-/* A session freed while it is attached and its variables are shared:
-   nothing of them stays mapped (variables and scratches), and the
-   communicator serves a new session. */
+/* A session freed while it is attached and its variables are shared
+   (exact: each with a scratch): nothing of them stays mapped, and the
+   communicator serves a new session (in turns: no scratches). */
 static void test_shared_weights_session_freed(void **state)
 {
     (void)state;
     run d = plain(1);
     d.sgd = d.plain_sgd = 1;
     d.last = 3;
-    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 3), KILN_OK);
     train_compiled(&d, 1024);
     /* W0, b0 and W1, each with its scratch */
     assert_int_equal(shm_mappings(), 6);
@@ -594,28 +601,33 @@ static void test_shared_weights_session_freed(void **state)
     run again = plain(1);
     again.sgd = again.plain_sgd = 1;
     again.last = 2;
+    assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
     train_compiled(&again, 1024);
+    assert_int_equal(shm_mappings(), 3);
     assert_int_equal(kiln_session_set_comm(again.s, NULL), KILN_OK);
     assert_int_equal(shm_mappings(), 0);
     kiln_session_free(again.s);
 }
 
-/* A penalty on the weights in the loss: the update of W1 reads W1 again
-   (W1 - lr (g + 2 c W1)), so it cannot be summed apart; each rank adds
-   its share in turn, and the run still follows one process. */
+/* A penalty on the weights in the loss, whose gradient reads W1 (W1 -
+   lr (g + 2 c W1), the gradient computed before the update's phases):
+   in turns and exact, the run follows one process. */
 static void test_shared_weights_penalty(void **state)
 {
     (void)state;
-    run d = plain(1), one = plain(0);
-    d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
-    d.penalty = one.penalty = 0.05f;
+    for (int mode = 1; mode <= 3; mode += 2) {
+        run d = plain(1), one = plain(0);
+        d.sgd = one.sgd = d.plain_sgd = one.plain_sgd = 1;
+        d.penalty = one.penalty = 0.05f;
+        assert_int_equal(kiln_comm_set_shared_weights(comm, mode), KILN_OK);
+        train_compiled(&d, 1024);
+        train_compiled(&one, 1024);
+        assert_close_losses(&d, &one, 0, 1e-5);
+        assert_close_variables(d.s, one.s, 1e-5);
+        kiln_session_free(d.s);
+        kiln_session_free(one.s);
+    }
     assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
-    train_compiled(&d, 1024);
-    train_compiled(&one, 1024);
-    assert_close_losses(&d, &one, 0, 1e-5);
-    assert_close_variables(d.s, one.s, 1e-5);
-    kiln_session_free(d.s);
-    kiln_session_free(one.s);
 }
 
 /* Rank 0 cannot make the shared-memory object (its names taken by
@@ -764,6 +776,15 @@ static void test_mismatched_shared_memory(void **state)
                    "1048576 bytes, shared memory, shared weights', rank 1 has "
                    "'comm: buckets of 1048576 bytes, shared memory, shared "
                    "weights (private copies)'");
+    /* in turns against exact: the second reads a scratch the first never
+       writes */
+    assert_int_equal(kiln_comm_set_shared_weights(comm, rank != 1 ? 1 : 3),
+                     KILN_OK);
+    check_mismatch(24, "batch 128",
+                   "rank 1 differs from rank 0: rank 0 has 'comm: buckets of "
+                   "1048576 bytes, shared memory, shared weights', rank 1 has "
+                   "'comm: buckets of 1048576 bytes, shared memory, shared "
+                   "weights (changes summed once)'");
     assert_int_equal(kiln_comm_set_shared_weights(comm, 1), KILN_OK);
     /* one rank with ZeRO-1 (it gathers where the other shares; plain
        SGD has no state slots that would tell them apart) */
@@ -1130,7 +1151,7 @@ static void test_step_built_before_attaching(void **state)
 }
 
 /* A new communicator's defaults from the environment: KILN_DIST_TIMEOUT
-   seconds, KILN_DIST_SHARED_WEIGHTS 0, 1 or private, unset or empty for
+   seconds, KILN_DIST_SHARED_WEIGHTS 0, 1, exact or private, unset or empty for
    the default; any other value refuses the communicator, naming the
    variable and (cut short) its value, rather than waiting for ever or
    sharing what the user meant to keep private. */
@@ -1149,6 +1170,7 @@ static void test_environment(void **state)
         {"KILN_DIST_SHARED_WEIGHTS", "0", 0, 0},
         {"KILN_DIST_SHARED_WEIGHTS", "1", 0, 1},
         {"KILN_DIST_SHARED_WEIGHTS", "private", 0, 2},
+        {"KILN_DIST_SHARED_WEIGHTS", "exact", 0, 3},
     };
     static const char *const bad[][2] = {
         {"KILN_DIST_TIMEOUT", "abc"},       {"KILN_DIST_TIMEOUT", "30s"},
@@ -1303,6 +1325,7 @@ int main(void)
         cmocka_unit_test(test_compiled_mlp_small_buckets),
         cmocka_unit_test(test_shared_weights),
         cmocka_unit_test(test_shared_weights_private),
+        cmocka_unit_test(test_shared_weights_exact),
         cmocka_unit_test(test_shared_weights_sum_once),
         cmocka_unit_test(test_shared_weights_penalty),
         cmocka_unit_test(test_shared_weights_session_freed),
