@@ -68,7 +68,7 @@ kiln_status kiln_comm_set_shared_memory(kiln_comm *c, int on);
    KILN_DIST_SHARED_WEIGHTS=exact) shares them and rounds each variable
    once per step as one process does (the ranks' changes summed apart in
    a shared scratch of the variables' size, then added): ten times closer
-   to one process step by step than in turns, about 5% slower on two
+   to one process step by step than in turns, 3-5% slower on two
    ranks.  Takes effect for training steps
    built afterwards; every rank must choose the same.  KILN_ERR_ARG for a
    NULL c. */
@@ -83,8 +83,8 @@ int kiln_comm_shared_weights(const kiln_comm *c);
    calls check, KILN_ERR_ARG).  A collective that times out fails with
    KILN_ERR_IO and a message saying that a rank died, stopped, or does
    not make the same calls; c is then unusable (every later collective
-   fails at once) and the job should end with kiln_comm_abort.  KILN_ERR_ARG for a NULL c or seconds not in
-   [0, 1e9]. */
+   fails at once) and the job should end with kiln_comm_abort.  KILN_ERR_ARG for
+   a NULL c or seconds not in [0, 1e9]. */
 kiln_status kiln_comm_set_timeout(kiln_comm *c, double seconds);
 /* c's timeout in seconds (0: none); -1 for NULL. */
 double kiln_comm_timeout(const kiln_comm *c);

@@ -23,7 +23,7 @@
    shared scratch as big as the variable (the first phase writes it, the
    middle ones add to it), and the last phase adds (scratch + its change)
    to the variable; the CNN then drifts from one process as with gradient
-   buckets, ten times less than in turns, for 5% of the 2-rank MLP's
+   buckets, ten times less than in turns, for 3-5% of the 2-rank MLP's
    speed (the scratch's traffic); other updates still add in turns.
 
    The pages: a variable's storage is pages of its own
