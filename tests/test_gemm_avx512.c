@@ -188,9 +188,10 @@ static void test_cpu_gemm(void **state)
     kiln_set_num_threads(1);
 }
 
-/* kiln_cpu_gemm_acc_rows: an accumulating product cut into 1 to 3 blocks
-   of rows (the phases of a shared-weights update, src/dist/share.c), each
-   row added once, the same as the whole product. */
+/* kiln_cpu_gemm_rows_into accumulating (beta 1, nothing added): a
+   product cut into 1 to 3 blocks of rows (the phases of a shared-weights
+   update in turns, src/dist/share.c), each row added once, the same as
+   the whole product. */
 static void test_gemm_acc_rows(void **state)
 {
     (void)state;
@@ -206,14 +207,14 @@ static void test_gemm_acc_rows(void **state)
         prod p = prod_new(&r, t % 2, t / 2, sh[0], sh[1], sh[2], 0);
         p.beta = 1;
         for (int b = blocks - 1; b >= 0; b--) /* in any order */
-            kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
-                                   p.out, p.m * b / blocks,
-                                   p.m * (b + 1) / blocks);
+            kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a,
+                                    p.b, 1.0f, NULL, p.out, p.m * b / blocks,
+                                    p.m * (b + 1) / blocks);
         /* empty and out-of-range blocks change nothing */
-        kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
-                               p.out, 0, 0);
-        kiln_cpu_gemm_acc_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
-                               p.out, 0, p.m + 1);
+        kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                                1.0f, NULL, p.out, 0, 0);
+        kiln_cpu_gemm_rows_into(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b,
+                                1.0f, NULL, p.out, 0, p.m + 1);
         prod_check(&p);
         prod_free(&p);
     }

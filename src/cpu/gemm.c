@@ -310,14 +310,6 @@ void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
     gemm(ta, tb, m, n, k, alpha, a, b, NULL, 1.0f, out);
 }
 
-void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                            float alpha, const float *a, const float *b,
-                            float *out, int64_t r0, int64_t r1)
-{
-    kiln_cpu_gemm_rows_into(ta, tb, m, n, k, alpha, a, b, 1.0f, NULL, out, r0,
-                            r1);
-}
-
 void kiln_cpu_gemm_rows_into(int ta, int tb, int64_t m, int64_t n, int64_t k,
                              float alpha, const float *a, const float *b,
                              float beta, float *add, float *out, int64_t r0,

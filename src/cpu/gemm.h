@@ -21,13 +21,6 @@ void kiln_cpu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k,
    added to out once. */
 void kiln_cpu_gemm_acc(int ta, int tb, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, const float *b, float *out);
-/* Rows r0..r1 of out = out + alpha op(a) op(b) (out m x n), the others
-   untouched: a block of an accumulating product, computed on the calling
-   thread. */
-void kiln_cpu_gemm_acc_rows(int ta, int tb, int64_t m, int64_t n, int64_t k,
-                            float alpha, const float *a, const float *b,
-                            float *out, int64_t r0, int64_t r1);
-
 /* Rows r0..r1 of out = (alpha op(a) op(b) + add) + beta out (out and add
    m x n; add NULL for none; beta 0: out is not read), the other rows
    untouched, on the calling thread.  Rows of add may be overwritten (a

@@ -1055,6 +1055,45 @@ static void half_batch(kiln_tensor **x, kiln_tensor **y)
            sizeof(int32_t) * (BATCH / 2));
 }
 
+/* A small plain-SGD training step compiled on session s, a half batch to
+   feed it, and two tensors for W1's values before and after a run. */
+typedef struct small_step {
+    kiln_session *s;
+    kiln_graph *g;
+    kiln_optimizer *opt;
+    kiln_function *f;
+    kiln_tensor *x, *y, *w0, *w1;
+} small_step;
+
+static small_step small_step_new(kiln_session *s)
+{
+    small_step t = {.s = s, .g = kiln_graph_new()};
+    model m = build(t.g, BATCH / 2, 8);
+    run r = plain(1);
+    r.sgd = 1;
+    t.opt = optimizer(&r, s);
+    kiln_node *outs[2] = {m.loss,
+                          kiln_optimizer_build_step(t.opt, t.g, m.loss)};
+    kiln_node *ins[2] = {m.x, m.y};
+    t.f = kiln_compile(s, t.g, outs, 2, ins, 2);
+    assert_non_null(t.f);
+    half_batch(&t.x, &t.y);
+    t.w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
+    t.w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
+    return t;
+}
+
+static void small_step_free(small_step *t)
+{
+    kiln_tensor_free(t->w0);
+    kiln_tensor_free(t->w1);
+    kiln_tensor_free(t->x);
+    kiln_tensor_free(t->y);
+    kiln_optimizer_free(t->opt);
+    kiln_graph_free(t->g);
+    kiln_session_free(t->s);
+}
+
 /* A training step built with the communicator attached refuses to run
    without it (it would scale unsummed gradients) or with another one (its
    hook keys are not that one's), changing nothing; attached again, it
@@ -1062,23 +1101,13 @@ static void half_batch(kiln_tensor **x, kiln_tensor **y)
 static void test_step_without_its_communicator(void **state)
 {
     (void)state;
-    kiln_session *s = session(1, 0);
-    kiln_graph *g = kiln_graph_new();
-    model m = build(g, BATCH / 2, 8);
-    run r = plain(1);
-    r.sgd = 1;
-    kiln_optimizer *opt = optimizer(&r, s);
-    kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
-    kiln_node *ins[2] = {m.x, m.y};
-    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
-    assert_non_null(f);
+    small_step t = small_step_new(session(1, 0));
+    kiln_session *s = t.s;
+    kiln_function *f = t.f;
+    kiln_tensor *w0 = t.w0, *w1 = t.w1;
     assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
-    kiln_tensor *x, *y;
-    half_batch(&x, &y);
-    kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+    kiln_tensor *in[2] = {t.x, t.y}, *out[2] = {NULL, NULL};
     const size_t bytes = sizeof(float) * 8 * CLASSES;
-    kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
-                *w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
     assert_int_equal(kiln_variable_read(s, "W1", w0), KILN_OK);
 
     assert_int_equal(kiln_session_set_comm(s, NULL), KILN_OK);
@@ -1097,13 +1126,7 @@ static void test_step_without_its_communicator(void **state)
     assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
     assert_memory_not_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
     kiln_comm_free(other);
-    kiln_tensor_free(w0);
-    kiln_tensor_free(w1);
-    kiln_tensor_free(x);
-    kiln_tensor_free(y);
-    kiln_optimizer_free(opt);
-    kiln_graph_free(g);
-    kiln_session_free(s);
+    small_step_free(&t);
 }
 
 /* The converse: a training step built before the communicator was
@@ -1112,24 +1135,14 @@ static void test_step_without_its_communicator(void **state)
 static void test_step_built_before_attaching(void **state)
 {
     (void)state;
-    kiln_session *s = session(0, 0);
-    kiln_graph *g = kiln_graph_new();
-    model m = build(g, BATCH / 2, 8);
-    run r = plain(1);
-    r.sgd = 1;
-    kiln_optimizer *opt = optimizer(&r, s);
-    kiln_node *outs[2] = {m.loss, kiln_optimizer_build_step(opt, g, m.loss)};
-    kiln_node *ins[2] = {m.x, m.y};
-    kiln_function *f = kiln_compile(s, g, outs, 2, ins, 2);
-    assert_non_null(f);
+    small_step t = small_step_new(session(0, 0));
+    kiln_session *s = t.s;
+    kiln_function *f = t.f;
+    kiln_tensor *w0 = t.w0, *w1 = t.w1;
     assert_int_equal(kiln_session_set_comm(s, comm), KILN_OK);
     assert_int_equal(kiln_comm_sync_session(comm, s, "test"), KILN_OK);
-    kiln_tensor *x, *y;
-    half_batch(&x, &y);
-    kiln_tensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+    kiln_tensor *in[2] = {t.x, t.y}, *out[2] = {NULL, NULL};
     const size_t bytes = sizeof(float) * 8 * CLASSES;
-    kiln_tensor *w0 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES)),
-                *w1 = kiln_tensor_new(KILN_F32, KILN_SHAPE(8, CLASSES));
     assert_int_equal(kiln_variable_read(s, "W1", w0), KILN_OK);
     assert_int_equal(kiln_run(f, in, out), KILN_ERR_STATE);
     assert_non_null(strstr(kiln_session_error(s),
@@ -1141,13 +1154,7 @@ static void test_step_built_before_attaching(void **state)
     assert_int_equal(kiln_run(f, in, out), KILN_OK);
     assert_int_equal(kiln_variable_read(s, "W1", w1), KILN_OK);
     assert_memory_not_equal(kiln_tensor_data(w0), kiln_tensor_data(w1), bytes);
-    kiln_tensor_free(w0);
-    kiln_tensor_free(w1);
-    kiln_tensor_free(x);
-    kiln_tensor_free(y);
-    kiln_optimizer_free(opt);
-    kiln_graph_free(g);
-    kiln_session_free(s);
+    small_step_free(&t);
 }
 
 /* A new communicator's defaults from the environment: KILN_DIST_TIMEOUT
